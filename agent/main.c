@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/* fxagent: command line. `fxagent --once` records every CPU for a while and
+ * writes one Firefox Profiler profile. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/kallsyms.h"
+#include "fxagent/log.h"
+#include "fxagent/objects.h"
+#include "fxagent/procs.h"
+#include "fxagent/recorder.h"
+#include "fxagent/report.h"
+#include "fxagent/sampler.h"
+#include "fxagent/symbolize.h"
+#include "fxagent/unwind.h"
+#include "fxagent/window.h"
+
+#define EXIT_USAGE 2
+#define MAX_PIDS 1024
+
+struct options {
+	bool once;
+	uint64_t duration_ms;
+	unsigned frequency;
+	const char *output;
+	bool kernel;
+	bool include_idle;
+	uint32_t pids[MAX_PIDS];
+	size_t npids;
+	size_t ring_pages;
+	bool verbose;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: fxagent --once [OPTION]...\n"
+		"Sample every CPU with perf_event_open and write a Firefox Profiler profile\n"
+		"(gzip-compressed processed profile; open it at https://profiler.firefox.com).\n"
+		"\n"
+		"  --once               record once and write one profile, then exit\n"
+		"  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
+		"  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
+		"  -o, --output=FILE    where to write the profile, - for stdout\n"
+		"                       (default fxagent-HOST-TIME.json.gz)\n"
+		"  -p, --pid=PID        only these processes (repeatable)\n"
+		"      --no-kernel      leave out kernel frames\n"
+		"      --include-idle   keep the samples of the idle task (pid 0)\n"
+		"  -v, --verbose        log more\n"
+		"  -h, --help           show this help and exit\n"
+		"  -V, --version        show the version and exit\n"
+		"\n"
+		"Ctrl-C ends the recording early; the profile is still written.\n"
+		"Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
+}
+
+/* Parses "500ms", "10s", "2m", "1h" or a bare number of seconds. */
+static int parse_duration(const char *s, uint64_t *ms)
+{
+	unsigned long long v;
+	char *end;
+	uint64_t mul;
+
+	if (!s[0] || s[0] == '-' || s[0] == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || errno)
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		mul = 1;
+	else if (!strcmp(end, "s") || !*end)
+		mul = 1000;
+	else if (!strcmp(end, "m"))
+		mul = 60 * 1000;
+	else if (!strcmp(end, "h"))
+		mul = 3600 * 1000;
+	else
+		return -EINVAL;
+	if (v == 0 || v > UINT64_MAX / mul / 1000000)
+		return -ERANGE;
+	*ms = v * mul;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned long long min, unsigned long long max,
+		      unsigned long long *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s[0] || s[0] == '-' || s[0] == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (end == s || *end || errno)
+		return -EINVAL;
+	if (v < min || v > max)
+		return -ERANGE;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	enum { OPT_ONCE = 256, OPT_NO_KERNEL, OPT_INCLUDE_IDLE };
+	static const struct option longopts[] = {
+		{ "once", no_argument, NULL, OPT_ONCE },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "frequency", required_argument, NULL, 'F' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
+		{ "include-idle", no_argument, NULL, OPT_INCLUDE_IDLE },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	unsigned long long v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "d:F:o:p:vhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_ONCE:
+			o->once = true;
+			break;
+		case 'd':
+			if (parse_duration(optarg, &o->duration_ms) < 0) {
+				fprintf(stderr,
+					"fxagent: invalid --duration '%s': expected a positive "
+					"number with ms, s, m or h, e.g. 500ms, 10s, 2m\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'F':
+			if (parse_uint(optarg, 1, 10000, &v) < 0) {
+				fprintf(stderr,
+					"fxagent: invalid --frequency '%s': expected a whole "
+					"number of Hz from 1 to 10000\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->frequency = (unsigned)v;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case 'p':
+			if (parse_uint(optarg, 1, INT_MAX, &v) < 0) {
+				fprintf(stderr, "fxagent: invalid --pid '%s': expected a process id\n",
+					optarg);
+				return -EINVAL;
+			}
+			if (o->npids == MAX_PIDS) {
+				fprintf(stderr, "fxagent: too many --pid options (at most %d)\n",
+					MAX_PIDS);
+				return -EINVAL;
+			}
+			o->pids[o->npids++] = (uint32_t)v;
+			break;
+		case OPT_NO_KERNEL:
+			o->kernel = false;
+			break;
+		case OPT_INCLUDE_IDLE:
+			o->include_idle = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("fxagent %s\n", FX_VERSION);
+			exit(0);
+		default:
+			fprintf(stderr, "Try 'fxagent --help' for more information.\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "fxagent: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->once) {
+		fprintf(stderr, "fxagent: only --once is supported so far; try 'fxagent --once "
+				"--duration 10s --output host.json.gz'\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool progress;
+
+static void on_symbolize(size_t addresses, size_t objects)
+{
+	if (progress)
+		fprintf(stderr, "\rsymbolizing %zu addresses in %zu objects...\033[K", addresses,
+			objects);
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	/* Objects keep their files open until the window is written. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void default_output(char *buf, size_t len, const char *host)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	char ts[32];
+
+	gmtime_r(&t, &tm);
+	strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(buf, len, "fxagent-%s-%s.json.gz", host, ts);
+}
+
+static int record_once(const struct options *o)
+{
+	struct fx_sampler_opts sopts = {
+		.frequency = o->frequency, .kernel = o->kernel, .ring_pages = o->ring_pages
+	};
+	struct fx_unwind_opts uopts = { .mode = FX_UNWIND_FP, .kernel = o->kernel };
+	struct fx_recorder_opts ropts = {
+		.include_idle = o->include_idle,
+		.pids = o->npids ? o->pids : NULL,
+		.npids = o->npids,
+	};
+	struct fx_sampler *sampler = NULL;
+	struct fx_objects *objs = NULL;
+	struct fx_procs *procs = NULL;
+	struct fx_unwinder *unwinder = NULL;
+	struct fx_symbolizer *symbolizer = NULL;
+	struct fx_kallsyms *ks = NULL;
+	struct fx_recorder *rec = NULL;
+	struct fx_window window;
+	struct fx_report_input rin;
+	struct fx_report_stats rstats;
+	struct sigaction sa = { .sa_handler = on_signal };
+	char host[256] = "localhost", outbuf[512];
+	const char *output = o->output;
+	uint64_t start_ns, start_wall_ns, deadline, end_ns;
+	unsigned last_shown = UINT_MAX;
+	int ret;
+
+	fx_window_init(&window, 0);
+	gethostname(host, sizeof(host) - 1);
+	if (!output) {
+		default_output(outbuf, sizeof(outbuf), host);
+		output = outbuf;
+	}
+	raise_fd_limit();
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+
+	ret = fx_sampler_open(&sopts, &sampler);
+	if (ret < 0)
+		goto out;
+	objs = fx_objects_new("/proc", 8192);
+	procs = objs ? fx_procs_new(objs, "/proc") : NULL;
+	unwinder = fx_unwind_new(&uopts);
+	rec = malloc(sizeof(*rec));
+	if (!procs || !unwinder || !rec) {
+		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		goto out;
+	}
+	fx_recorder_init(rec, &ropts, fx_sampler_fmt(sampler), procs, unwinder, &window);
+
+	start_wall_ns = now_ns(CLOCK_REALTIME);
+	start_ns = now_ns(CLOCK_MONOTONIC);
+	deadline = start_ns + o->duration_ms * 1000000ull;
+	ret = fx_sampler_enable(sampler);
+	if (ret < 0)
+		goto out;
+	while (!stop_requested) {
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		int64_t left_ms = (int64_t)(deadline - now) / 1000000;
+
+		if (now >= deadline)
+			break;
+		if (progress && (now - start_ns) / 1000000000ull != last_shown) {
+			last_shown = (unsigned)((now - start_ns) / 1000000000ull);
+			fprintf(stderr, "\rrecording %u/%" PRIu64 " s\033[K", last_shown,
+				o->duration_ms / 1000);
+		}
+		ret = fx_sampler_poll(sampler, left_ms < 200 ? (int)left_ms + 1 : 200,
+				      fx_recorder_handle, rec);
+		if (ret < 0) {
+			fx_log(FX_LOG_ERR, "reading perf rings failed: %s", strerror(-ret));
+			goto out;
+		}
+	}
+	fx_sampler_disable(sampler);
+	end_ns = now_ns(CLOCK_MONOTONIC);
+	/* What the rings still hold belongs to the recording. */
+	ret = fx_sampler_poll(sampler, 0, fx_recorder_handle, rec);
+	if (ret < 0)
+		goto out;
+
+	symbolizer = fx_symbolizer_new(NULL);
+	if (!symbolizer) {
+		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (o->kernel) {
+		ks = fx_kallsyms_load("/proc/kallsyms");
+		if (!ks)
+			fx_warn("kernel symbols unavailable (%s): kernel frames stay addresses; "
+				"reading /proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1",
+				strerror(errno));
+	}
+	rin = (struct fx_report_input){
+		.window = &window,
+		.procs = procs,
+		.objs = objs,
+		.symbolizer = symbolizer,
+		.kallsyms = ks,
+		.lost = rec->lost,
+		.nlost = rec->nlost,
+		.meta = {
+			.start_time_ms = (double)start_wall_ns / 1e6,
+			.start_ns = start_ns,
+			.end_ns = end_ns,
+			.interval_ms = 1000.0 / o->frequency,
+			.product = "fxagent",
+			.host = host,
+		},
+		.seq = 0,
+		.marker_pid = (uint32_t)getpid(),
+		.marker_name = "fxagent",
+		.on_symbolize = on_symbolize,
+	};
+	ret = fx_report_write(&rin, output, &rstats);
+	if (ret < 0)
+		goto out;
+	if (progress)
+		fprintf(stderr,
+			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
+			" bytes\033[K\n",
+			output, rstats.profile.samples, rstats.profile.threads, rstats.profile.bytes);
+	if (window.counters.lost)
+		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", window.counters.lost);
+	ret = 0;
+out:
+	if (progress && ret < 0)
+		fputc('\n', stderr);
+	fx_kallsyms_free(ks);
+	fx_symbolizer_free(symbolizer);
+	fx_window_release(&window);
+	free(rec);
+	fx_unwind_free(unwinder);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+	fx_sampler_free(sampler);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct options o = {
+		.duration_ms = 10000,
+		.frequency = 99,
+		.kernel = true,
+		.ring_pages = 64,
+	};
+
+	if (parse_args(argc, argv, &o) < 0)
+		return EXIT_USAGE;
+	if (o.verbose)
+		fx_log_set_level(FX_LOG_DEBUG);
+	progress = isatty(STDERR_FILENO);
+	return record_once(&o) < 0 ? 1 : 0;
+}

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/objects.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fxagent/log.h"
+#include "fxagent/window.h"
+
+struct alias {
+	uint64_t dev, ino;
+	char *path;
+	uint32_t id;
+};
+
+struct fx_objects {
+	char *proc_root;
+	size_t max_open;
+	struct fx_object **v;
+	size_t n, cap;
+	/* A file (dev, ino, path) names one object; several files may name the
+	 * same build-id. */
+	struct alias *aliases;
+	size_t naliases, aliases_cap;
+	/* Open addressing of (index + 1): objects by build-id, aliases by file. */
+	uint32_t *by_bid, *by_file;
+	size_t hcap;
+	struct fx_objects_stats stats;
+};
+
+static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+static uint64_t bid_hash(const uint8_t *bid, size_t len)
+{
+	return hash_bytes(bid, len, 0xcbf29ce484222325ULL);
+}
+
+static uint64_t file_hash(uint64_t dev, uint64_t ino, const char *path)
+{
+	uint64_t h = hash_bytes(&dev, sizeof(dev), 0xcbf29ce484222325ULL);
+
+	h = hash_bytes(&ino, sizeof(ino), h);
+	return hash_bytes(path, strlen(path), h);
+}
+
+struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)
+{
+	struct fx_objects *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->proc_root = strdup(proc_root ? proc_root : "/proc");
+	if (!o->proc_root) {
+		free(o);
+		return NULL;
+	}
+	o->max_open = max_open;
+	return o;
+}
+
+void fx_objects_free(struct fx_objects *o)
+{
+	if (!o)
+		return;
+	for (size_t i = 0; i < o->n; i++) {
+		if (o->v[i]->fd >= 0)
+			close(o->v[i]->fd);
+		free(o->v[i]->path);
+		free(o->v[i]);
+	}
+	for (size_t i = 0; i < o->naliases; i++)
+		free(o->aliases[i].path);
+	free(o->aliases);
+	free(o->v);
+	free(o->by_bid);
+	free(o->by_file);
+	free(o->proc_root);
+	free(o);
+}
+
+static bool bid_eq(const struct fx_object *ob, const uint8_t *bid, size_t len)
+{
+	return ob->build_id_len == len && memcmp(ob->build_id, bid, len) == 0;
+}
+
+
+static uint32_t find_bid(const struct fx_objects *o, const uint8_t *bid, size_t len)
+{
+	size_t pos;
+
+	if (!o->hcap)
+		return FX_NONE;
+	pos = bid_hash(bid, len) & (o->hcap - 1);
+	for (; o->by_bid[pos]; pos = (pos + 1) & (o->hcap - 1)) {
+		const struct fx_object *ob = o->v[o->by_bid[pos] - 1];
+
+		if (bid_eq(ob, bid, len))
+			return ob->id;
+	}
+	return FX_NONE;
+}
+
+static uint32_t find_file(const struct fx_objects *o, uint64_t dev, uint64_t ino, const char *path)
+{
+	size_t pos;
+
+	if (!o->hcap)
+		return FX_NONE;
+	pos = file_hash(dev, ino, path) & (o->hcap - 1);
+	for (; o->by_file[pos]; pos = (pos + 1) & (o->hcap - 1)) {
+		const struct alias *a = &o->aliases[o->by_file[pos] - 1];
+
+		if (a->dev == dev && a->ino == ino && strcmp(a->path, path) == 0)
+			return a->id;
+	}
+	return FX_NONE;
+}
+
+static void insert(uint32_t *table, size_t cap, uint64_t h, uint32_t id)
+{
+	size_t pos = h & (cap - 1);
+
+	while (table[pos])
+		pos = (pos + 1) & (cap - 1);
+	table[pos] = id + 1;
+}
+
+static void index_object(struct fx_objects *o, const struct fx_object *ob)
+{
+	if (ob->build_id_len)
+		insert(o->by_bid, o->hcap, bid_hash(ob->build_id, ob->build_id_len), ob->id);
+}
+
+static void index_alias(struct fx_objects *o, size_t i)
+{
+	const struct alias *a = &o->aliases[i];
+
+	insert(o->by_file, o->hcap, file_hash(a->dev, a->ino, a->path), (uint32_t)i);
+}
+
+/* Makes room for one more object and one more alias. */
+static int reserve(struct fx_objects *o)
+{
+	if (o->naliases + 1 > o->aliases_cap) {
+		size_t ncap = o->aliases_cap ? o->aliases_cap * 2 : 64;
+		struct alias *a = realloc(o->aliases, ncap * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		o->aliases = a;
+		o->aliases_cap = ncap;
+	}
+	if (o->n + 1 > o->cap) {
+		size_t ncap = o->cap ? o->cap * 2 : 64;
+		struct fx_object **v = realloc(o->v, ncap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		o->v = v;
+		o->cap = ncap;
+	}
+	if ((o->naliases + 1) * 2 > o->hcap) {
+		size_t ncap = o->hcap ? o->hcap * 2 : 256;
+		uint32_t *a = calloc(ncap, sizeof(*a)), *b = calloc(ncap, sizeof(*b));
+
+		if (!a || !b) {
+			free(a);
+			free(b);
+			return -ENOMEM;
+		}
+		free(o->by_bid);
+		free(o->by_file);
+		o->by_bid = a;
+		o->by_file = b;
+		o->hcap = ncap;
+		for (size_t i = 0; i < o->n; i++)
+			index_object(o, o->v[i]);
+		for (size_t i = 0; i < o->naliases; i++)
+			index_alias(o, i);
+	}
+	return 0;
+}
+
+static int add_alias(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t id)
+{
+	struct alias *a = &o->aliases[o->naliases];
+
+	a->path = strdup(m->path);
+	if (!a->path)
+		return -ENOMEM;
+	a->dev = m->dev;
+	a->ino = m->ino;
+	a->id = id;
+	index_alias(o, o->naliases++);
+	return 0;
+}
+
+/* Opens the file as the process sees it. The fd is accepted only if its
+ * build-id matches the one the kernel reported (a path on the host may name
+ * another file than the one a container mapped). */
+static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct fx_object *ob)
+{
+	const char *tries[3];
+	size_t ntries = 0;
+	char mf[128], root[4096];
+
+	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, o->proc_root,
+		 m->pid, m->start, m->end);
+	tries[ntries++] = mf;
+	if (m->path[0] == '/') {
+		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", o->proc_root, m->pid, m->path);
+		tries[ntries++] = root;
+		tries[ntries++] = m->path;
+	}
+	for (size_t i = 0; i < ntries; i++) {
+		uint8_t bid[FX_BUILD_ID_MAX];
+		int fd = open(tries[i], O_RDONLY | O_CLOEXEC);
+		int len;
+
+		if (fd < 0)
+			continue;
+		len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
+		if (m->build_id_len &&
+		    (len != (int)m->build_id_len || memcmp(bid, m->build_id, m->build_id_len))) {
+			close(fd);
+			continue;
+		}
+		if (len > 0 && !ob->build_id_len) {
+			memcpy(ob->build_id, bid, len);
+			ob->build_id_len = len;
+		}
+		if (!ob->dev && !ob->ino) {
+			struct stat st;
+
+			if (fstat(fd, &st) == 0) {
+				ob->dev = st.st_dev;
+				ob->ino = st.st_ino;
+			}
+		}
+		ob->fd = fd;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m)
+{
+	struct fx_object *ob;
+	uint32_t id;
+	const char *slash;
+
+	if (!m->path || !m->path[0])
+		return FX_NONE;
+	if (m->build_id_len) {
+		id = find_bid(o, m->build_id, m->build_id_len);
+		if (id != FX_NONE)
+			return id;
+	}
+	if (m->dev || m->ino || !m->build_id_len) {
+		id = find_file(o, m->dev, m->ino, m->path);
+		if (id != FX_NONE)
+			return id;
+	}
+	if (reserve(o) < 0)
+		return FX_NONE;
+	ob = calloc(1, sizeof(*ob));
+	if (!ob)
+		return FX_NONE;
+	ob->path = strdup(m->path);
+	if (!ob->path) {
+		free(ob);
+		return FX_NONE;
+	}
+	slash = strrchr(ob->path, '/');
+	ob->name = slash ? slash + 1 : ob->path;
+	ob->fd = -1;
+	ob->id = (uint32_t)o->n;
+	ob->dev = m->dev;
+	ob->ino = m->ino;
+	if (m->build_id_len && m->build_id_len <= FX_BUILD_ID_MAX) {
+		memcpy(ob->build_id, m->build_id, m->build_id_len);
+		ob->build_id_len = m->build_id_len;
+	}
+	ob->special = m->path[0] == '[';
+	if (!ob->special) {
+		if (o->stats.fds < o->max_open && open_object(o, m, ob) == 0)
+			o->stats.fds++;
+		else
+			o->stats.open_failed++;
+	}
+	/* A file first seen by dev/ino may turn out to be a known build-id. */
+	if (ob->build_id_len && !m->build_id_len) {
+		id = find_bid(o, ob->build_id, ob->build_id_len);
+		if (id != FX_NONE) {
+			if (ob->fd >= 0) {
+				close(ob->fd);
+				o->stats.fds--;
+			}
+			free(ob->path);
+			free(ob);
+			add_alias(o, m, id);
+			return id;
+		}
+	}
+	o->v[o->n++] = ob;
+	o->stats.objects++;
+	index_object(o, ob);
+	add_alias(o, m, ob->id);
+	return ob->id;
+}
+
+const struct fx_object *fx_objects_get(const struct fx_objects *o, uint32_t id)
+{
+	return id < o->n ? o->v[id] : NULL;
+}
+
+size_t fx_objects_count(const struct fx_objects *o)
+{
+	return o->n;
+}
+
+void fx_objects_get_stats(const struct fx_objects *o, struct fx_objects_stats *out)
+{
+	*out = o->stats;
+}

@@ -1,0 +1,519 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/procs.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "fxagent/window.h"
+
+/* A u32-keyed open-addressing table of pointers (key 0 is never used: pid 0
+ * is the idle task and is not tracked). */
+struct table {
+	uint32_t *keys;
+	void **vals;
+	size_t cap, n, tombs;
+};
+
+#define TOMB UINT32_MAX
+
+struct fx_procs {
+	struct fx_objects *objs;
+	char *proc_root;
+	struct table procs;   /* pid -> struct fx_proc */
+	struct table threads; /* tid -> struct fx_thread */
+	struct fx_procs_stats stats;
+};
+
+static size_t slot_of(uint32_t key, size_t cap)
+{
+	return (key * 0x9e3779b1u) & (cap - 1);
+}
+
+static void *table_get(const struct table *t, uint32_t key)
+{
+	if (!t->cap)
+		return NULL;
+	for (size_t pos = slot_of(key, t->cap);; pos = (pos + 1) & (t->cap - 1)) {
+		if (t->keys[pos] == key)
+			return t->vals[pos];
+		if (!t->keys[pos])
+			return NULL;
+	}
+}
+
+static int table_resize(struct table *t, size_t ncap)
+{
+	uint32_t *keys = calloc(ncap, sizeof(*keys));
+	void **vals = calloc(ncap, sizeof(*vals));
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < t->cap; i++) {
+		size_t pos;
+
+		if (!t->keys[i] || t->keys[i] == TOMB)
+			continue;
+		pos = slot_of(t->keys[i], ncap);
+		while (keys[pos])
+			pos = (pos + 1) & (ncap - 1);
+		keys[pos] = t->keys[i];
+		vals[pos] = t->vals[i];
+	}
+	free(t->keys);
+	free(t->vals);
+	t->keys = keys;
+	t->vals = vals;
+	t->cap = ncap;
+	t->tombs = 0;
+	return 0;
+}
+
+static int table_put(struct table *t, uint32_t key, void *val)
+{
+	size_t pos, free_pos = SIZE_MAX;
+
+	if ((t->n + t->tombs + 1) * 2 > t->cap &&
+	    table_resize(t, t->cap && t->n * 4 > t->cap ? t->cap * 2 : (t->cap ? t->cap : 256)) < 0)
+		return -ENOMEM;
+	/* Look past tombstones for the key before reusing the first free slot. */
+	for (pos = slot_of(key, t->cap); t->keys[pos]; pos = (pos + 1) & (t->cap - 1)) {
+		if (t->keys[pos] == key) {
+			t->vals[pos] = val;
+			return 0;
+		}
+		if (t->keys[pos] == TOMB && free_pos == SIZE_MAX)
+			free_pos = pos;
+	}
+	if (free_pos != SIZE_MAX) {
+		pos = free_pos;
+		t->tombs--;
+	}
+	t->keys[pos] = key;
+	t->vals[pos] = val;
+	t->n++;
+	return 0;
+}
+
+static void table_free(struct table *t, void (*free_val)(void *))
+{
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->keys[i] && t->keys[i] != TOMB)
+			free_val(t->vals[i]);
+	free(t->keys);
+	free(t->vals);
+	memset(t, 0, sizeof(*t));
+}
+
+static void proc_free(void *v)
+{
+	struct fx_proc *proc = v;
+
+	free(proc->maps);
+	free(proc);
+}
+
+struct fx_procs *fx_procs_new(struct fx_objects *objs, const char *proc_root)
+{
+	struct fx_procs *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->objs = objs;
+	p->proc_root = strdup(proc_root ? proc_root : "/proc");
+	if (!p->proc_root) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void fx_procs_free(struct fx_procs *p)
+{
+	if (!p)
+		return;
+	table_free(&p->procs, proc_free);
+	table_free(&p->threads, free);
+	free(p->proc_root);
+	free(p);
+}
+
+int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
+			     uint64_t *dev, uint64_t *ino, char **path)
+{
+	unsigned long long s, e, off, in;
+	unsigned maj, min;
+	char perms[8];
+	int pos = 0;
+	char *pth;
+	size_t len;
+
+	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &s, &e, perms, &off, &maj, &min, &in,
+		   &pos) < 7 || pos == 0 || e <= s)
+		return -EINVAL;
+	if (strlen(perms) < 4 || perms[2] != 'x')
+		return 0;
+	pth = line + pos;
+	len = strcspn(pth, "\n");
+	pth[len] = '\0';
+	if (len >= 10 && strcmp(pth + len - 10, " (deleted)") == 0)
+		pth[len - 10] = '\0';
+	if (!pth[0])
+		return 0;
+	*start = s;
+	*end = e;
+	*pgoff = off;
+	*dev = makedev(maj, min);
+	*ino = in;
+	*path = pth;
+	return 1;
+}
+
+/* Removes [start, end) from the map list, trimming maps that overlap it. */
+static int unmap_range(struct fx_proc *proc, uint64_t start, uint64_t end)
+{
+	size_t i = 0;
+
+	while (i < proc->nmaps) {
+		struct fx_map m = proc->maps[i];
+
+		if (m.end <= start || m.start >= end) {
+			i++;
+			continue;
+		}
+		if (m.start < start && m.end > end) {
+			/* Split in two: needs one more slot. */
+			struct fx_map right = m;
+
+			if (proc->nmaps + 1 > proc->maps_cap) {
+				size_t ncap = proc->maps_cap * 2;
+				struct fx_map *v = realloc(proc->maps, ncap * sizeof(*v));
+
+				if (!v)
+					return -ENOMEM;
+				proc->maps = v;
+				proc->maps_cap = ncap;
+			}
+			right.pgoff += end - m.start;
+			right.start = end;
+			proc->maps[i].end = start;
+			memmove(&proc->maps[i + 2], &proc->maps[i + 1],
+				(proc->nmaps - i - 1) * sizeof(struct fx_map));
+			proc->maps[i + 1] = right;
+			proc->nmaps++;
+			return 0;
+		}
+		if (m.start < start) {
+			proc->maps[i].end = start;
+			i++;
+		} else if (m.end > end) {
+			proc->maps[i].pgoff += end - m.start;
+			proc->maps[i].start = end;
+			i++;
+		} else {
+			memmove(&proc->maps[i], &proc->maps[i + 1],
+				(proc->nmaps - i - 1) * sizeof(struct fx_map));
+			proc->nmaps--;
+		}
+	}
+	return 0;
+}
+
+static int add_map(struct fx_proc *proc, uint64_t start, uint64_t end, uint64_t pgoff,
+		   uint32_t object)
+{
+	size_t lo = 0, hi;
+
+	if (unmap_range(proc, start, end) < 0)
+		return -ENOMEM;
+	if (proc->nmaps + 1 > proc->maps_cap) {
+		size_t ncap = proc->maps_cap ? proc->maps_cap * 2 : 16;
+		struct fx_map *v = realloc(proc->maps, ncap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		proc->maps = v;
+		proc->maps_cap = ncap;
+	}
+	hi = proc->nmaps;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (proc->maps[mid].start < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	memmove(&proc->maps[lo + 1], &proc->maps[lo], (proc->nmaps - lo) * sizeof(struct fx_map));
+	proc->maps[lo] = (struct fx_map){ .start = start, .end = end, .pgoff = pgoff, .object = object };
+	proc->nmaps++;
+	proc->generation++;
+	return 0;
+}
+
+static uint32_t object_for(struct fx_procs *p, const struct fx_mapping_info *m)
+{
+	/* Anonymous code (JITs) and "//anon" have no file to symbolize. */
+	if (!m->path[0] || strncmp(m->path, "//anon", 6) == 0 || strcmp(m->path, "[heap]") == 0 ||
+	    strncmp(m->path, "[anon", 5) == 0 || strcmp(m->path, "[stack]") == 0)
+		return FX_OBJ_UNKNOWN;
+	return fx_objects_intern(p->objs, m);
+}
+
+static void read_comm(const char *path, char comm[FX_COMM_LEN])
+{
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return;
+	if (fgets(comm, FX_COMM_LEN, f))
+		comm[strcspn(comm, "\n")] = '\0';
+	fclose(f);
+}
+
+static void load_maps(struct fx_procs *p, struct fx_proc *proc)
+{
+	char path[128], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", p->proc_root, proc->pid);
+	f = fopen(path, "re");
+	if (!f) {
+		p->stats.proc_missing++;
+		return;
+	}
+	p->stats.proc_reads++;
+	while (getline(&line, &cap, f) > 0) {
+		struct fx_mapping_info m = { .pid = proc->pid };
+		uint64_t pgoff;
+		char *pth;
+
+		if (fx_procs_parse_maps_line(line, &m.start, &m.end, &pgoff, &m.dev, &m.ino, &pth) <= 0)
+			continue;
+		m.path = pth;
+		add_map(proc, m.start, m.end, pgoff, object_for(p, &m));
+	}
+	free(line);
+	fclose(f);
+}
+
+static struct fx_proc *new_proc(struct fx_procs *p, uint32_t pid)
+{
+	struct fx_proc *proc = calloc(1, sizeof(*proc));
+
+	if (!proc)
+		return NULL;
+	proc->pid = pid;
+	if (table_put(&p->procs, pid, proc) < 0) {
+		free(proc);
+		return NULL;
+	}
+	p->stats.procs++;
+	return proc;
+}
+
+struct fx_proc *fx_procs_find(const struct fx_procs *p, uint32_t pid)
+{
+	return table_get(&p->procs, pid);
+}
+
+struct fx_thread *fx_procs_find_thread(const struct fx_procs *p, uint32_t tid)
+{
+	return table_get(&p->threads, tid);
+}
+
+struct fx_proc *fx_procs_get(struct fx_procs *p, uint32_t pid)
+{
+	struct fx_proc *proc = table_get(&p->procs, pid);
+	char path[128];
+
+	if (proc || pid == 0 || pid == TOMB)
+		return proc;
+	proc = new_proc(p, pid);
+	if (!proc)
+		return NULL;
+	snprintf(proc->comm, sizeof(proc->comm), "pid %" PRIu32, pid);
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/comm", p->proc_root, pid);
+	read_comm(path, proc->comm);
+	load_maps(p, proc);
+	proc->loaded = true;
+	return proc;
+}
+
+static struct fx_thread *new_thread(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm)
+{
+	struct fx_thread *t = table_get(&p->threads, tid);
+
+	if (!t) {
+		t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		if (table_put(&p->threads, tid, t) < 0) {
+			free(t);
+			return NULL;
+		}
+		p->stats.threads++;
+	}
+	t->tid = tid;
+	t->pid = pid;
+	t->exited = false;
+	snprintf(t->comm, sizeof(t->comm), "%s", comm);
+	return t;
+}
+
+struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid)
+{
+	struct fx_thread *t = table_get(&p->threads, tid);
+	struct fx_proc *proc;
+	char path[160], comm[FX_COMM_LEN];
+
+	if (t && t->pid == pid)
+		return t;
+	if (tid == 0 || tid == TOMB)
+		return NULL;
+	proc = fx_procs_get(p, pid);
+	snprintf(comm, sizeof(comm), "%s", proc ? proc->comm : "?");
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/task/%" PRIu32 "/comm", p->proc_root, pid, tid);
+	read_comm(path, comm);
+	return new_thread(p, pid, tid, comm);
+}
+
+void fx_procs_on_mmap(struct fx_procs *p, const struct fx_mapping_info *m, uint64_t pgoff)
+{
+	struct fx_proc *proc = fx_procs_get(p, m->pid);
+
+	if (!proc || m->end <= m->start)
+		return;
+	add_map(proc, m->start, m->end, pgoff, object_for(p, m));
+}
+
+void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm, bool exec)
+{
+	struct fx_proc *proc = fx_procs_get(p, pid);
+
+	if (!proc)
+		return;
+	if (exec) {
+		/* The old image is gone; its new mappings follow as MMAP2 records. */
+		proc->nmaps = 0;
+		proc->generation++;
+	}
+	if (exec || tid == pid)
+		snprintf(proc->comm, sizeof(proc->comm), "%s", comm);
+	new_thread(p, pid, tid, comm);
+}
+
+void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid,
+		      uint32_t ptid)
+{
+	struct fx_thread *parent_thread;
+	struct fx_proc *proc, *parent;
+
+	if (pid == 0 || tid == 0)
+		return;
+	if (pid == ppid) {
+		/* A new thread: it starts with its creator's name. */
+		parent_thread = fx_procs_thread(p, ppid, ptid);
+		new_thread(p, pid, tid, parent_thread ? parent_thread->comm : "?");
+		return;
+	}
+	/* A new process: a copy of its parent's mappings until it execs. */
+	parent = fx_procs_get(p, ppid);
+	proc = table_get(&p->procs, pid);
+	if (proc) {
+		proc->nmaps = 0;
+		proc->exited = false;
+	} else {
+		proc = new_proc(p, pid);
+		if (!proc)
+			return;
+	}
+	proc->loaded = true;
+	snprintf(proc->comm, sizeof(proc->comm), "%s", parent ? parent->comm : "?");
+	if (parent && parent->nmaps) {
+		struct fx_map *v = malloc(parent->nmaps * sizeof(*v));
+
+		if (v) {
+			memcpy(v, parent->maps, parent->nmaps * sizeof(*v));
+			free(proc->maps);
+			proc->maps = v;
+			proc->nmaps = proc->maps_cap = parent->nmaps;
+		}
+	}
+	proc->generation++;
+	new_thread(p, pid, tid, proc->comm);
+}
+
+void fx_procs_on_exit(struct fx_procs *p, uint32_t pid, uint32_t tid)
+{
+	struct fx_thread *t = table_get(&p->threads, tid);
+	struct fx_proc *proc;
+
+	if (t)
+		t->exited = true;
+	if (pid == tid) {
+		proc = table_get(&p->procs, pid);
+		if (proc)
+			proc->exited = true;
+	}
+}
+
+bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *object,
+		      uint64_t *offset)
+{
+	size_t lo = 0, hi = proc->nmaps;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (proc->maps[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == proc->nmaps || proc->maps[lo].start > addr ||
+	    proc->maps[lo].object == FX_OBJ_UNKNOWN)
+		return false;
+	*object = proc->maps[lo].object;
+	*offset = addr - proc->maps[lo].start + proc->maps[lo].pgoff;
+	return true;
+}
+
+static void sweep(struct table *t, size_t exited_off, void (*free_val)(void *))
+{
+	for (size_t i = 0; i < t->cap; i++) {
+		if (!t->keys[i] || t->keys[i] == TOMB)
+			continue;
+		if (*(bool *)((char *)t->vals[i] + exited_off)) {
+			free_val(t->vals[i]);
+			t->keys[i] = TOMB;
+			t->vals[i] = NULL;
+			t->n--;
+			t->tombs++;
+		}
+	}
+}
+
+void fx_procs_sweep(struct fx_procs *p)
+{
+	sweep(&p->procs, offsetof(struct fx_proc, exited), proc_free);
+	sweep(&p->threads, offsetof(struct fx_thread, exited), free);
+	p->stats.procs = p->procs.n;
+	p->stats.threads = p->threads.n;
+}
+
+void fx_procs_get_stats(const struct fx_procs *p, struct fx_procs_stats *out)
+{
+	*out = p->stats;
+	out->procs = p->procs.n;
+	out->threads = p->threads.n;
+}

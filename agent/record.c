@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/record.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* A bounds-checked cursor over one record. */
+struct cur {
+	const uint8_t *p;
+	const uint8_t *end;
+	bool bad;
+};
+
+static void cur_init(struct cur *c, const struct perf_event_header *h)
+{
+	c->p = (const uint8_t *)(h + 1);
+	c->end = (const uint8_t *)h + h->size;
+	c->bad = h->size < sizeof(*h);
+}
+
+static const void *take(struct cur *c, uint64_t n)
+{
+	const uint8_t *p = c->p;
+
+	if (c->bad || n > (uint64_t)(c->end - c->p)) {
+		c->bad = true;
+		return NULL;
+	}
+	c->p += n;
+	return p;
+}
+
+static uint64_t u64(struct cur *c)
+{
+	uint64_t v = 0;
+	const void *p = take(c, 8);
+
+	if (p)
+		memcpy(&v, p, 8);
+	return v;
+}
+
+static void u32x2(struct cur *c, uint32_t *a, uint32_t *b)
+{
+	uint32_t v[2] = { 0, 0 };
+	const void *p = take(c, 8);
+
+	if (p)
+		memcpy(v, p, 8);
+	*a = v[0];
+	*b = v[1];
+}
+
+/* The sample_id trailer sits at the end of the record: read it backwards. */
+static int parse_id(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		    struct fx_record_id *id)
+{
+	uint64_t st = fmt->sample_type;
+	size_t n = 0;
+	struct cur c;
+
+	memset(id, 0, sizeof(*id));
+	if (!fmt->sample_id_all)
+		return 0;
+	n += (st & PERF_SAMPLE_TID) ? 8 : 0;
+	n += (st & PERF_SAMPLE_TIME) ? 8 : 0;
+	n += (st & PERF_SAMPLE_ID) ? 8 : 0;
+	n += (st & PERF_SAMPLE_STREAM_ID) ? 8 : 0;
+	n += (st & PERF_SAMPLE_CPU) ? 8 : 0;
+	n += (st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0;
+	if (h->size < sizeof(*h) + n)
+		return -EINVAL;
+	c.p = (const uint8_t *)h + h->size - n;
+	c.end = (const uint8_t *)h + h->size;
+	c.bad = false;
+	if (st & PERF_SAMPLE_TID)
+		u32x2(&c, &id->pid, &id->tid);
+	if (st & PERF_SAMPLE_TIME)
+		id->time = u64(&c);
+	if (st & PERF_SAMPLE_ID)
+		u64(&c);
+	if (st & PERF_SAMPLE_STREAM_ID)
+		u64(&c);
+	if (st & PERF_SAMPLE_CPU) {
+		uint32_t res;
+
+		u32x2(&c, &id->cpu, &res);
+	}
+	return 0;
+}
+
+int fx_record_sample(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		     struct fx_record_sample *out)
+{
+	uint64_t st = fmt->sample_type;
+	struct fx_record_sample s;
+	struct cur c;
+
+	if (h->type != PERF_RECORD_SAMPLE)
+		return -EINVAL;
+	/* Sample types we never ask for would shift every field after them. */
+	if (st & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK |
+		  PERF_SAMPLE_WEIGHT | PERF_SAMPLE_DATA_SRC | PERF_SAMPLE_TRANSACTION |
+		  PERF_SAMPLE_REGS_INTR | PERF_SAMPLE_PHYS_ADDR))
+		return -EOPNOTSUPP;
+	memset(&s, 0, sizeof(s));
+	cur_init(&c, h);
+	if (st & PERF_SAMPLE_IDENTIFIER)
+		u64(&c);
+	if (st & PERF_SAMPLE_IP)
+		s.ip = u64(&c);
+	if (st & PERF_SAMPLE_TID)
+		u32x2(&c, &s.pid, &s.tid);
+	if (st & PERF_SAMPLE_TIME)
+		s.time = u64(&c);
+	if (st & PERF_SAMPLE_ADDR)
+		u64(&c);
+	if (st & PERF_SAMPLE_ID)
+		u64(&c);
+	if (st & PERF_SAMPLE_STREAM_ID)
+		u64(&c);
+	if (st & PERF_SAMPLE_CPU) {
+		uint32_t res;
+
+		u32x2(&c, &s.cpu, &res);
+	}
+	if (st & PERF_SAMPLE_PERIOD)
+		s.period = u64(&c);
+	if (st & PERF_SAMPLE_CALLCHAIN) {
+		s.nr = u64(&c);
+		if (s.nr > 0xffff) /* never more than PERF_MAX_STACK_DEPTH-ish */
+			return -EINVAL;
+		s.ips = take(&c, s.nr * 8);
+	}
+	if (st & PERF_SAMPLE_REGS_USER) {
+		s.abi = u64(&c);
+		if (s.abi) {
+			unsigned n = (unsigned)__builtin_popcountll(fmt->regs_user_mask);
+
+			s.regs = take(&c, (uint64_t)n * 8);
+		}
+	}
+	if (st & PERF_SAMPLE_STACK_USER) {
+		s.stack_size = u64(&c);
+		if (s.stack_size) {
+			s.stack = take(&c, s.stack_size);
+			s.stack_dyn_size = u64(&c);
+			if (s.stack_dyn_size > s.stack_size)
+				return -EINVAL;
+		}
+	}
+	if (c.bad)
+		return -EINVAL;
+	*out = s;
+	return 0;
+}
+
+/* A NUL-terminated string of at most the rest of the record, 8-byte padded. */
+static const char *take_str(struct cur *c)
+{
+	const char *s = (const char *)c->p;
+	size_t max = c->bad ? 0 : (size_t)(c->end - c->p);
+	size_t len = strnlen(s, max);
+
+	if (len == max) {
+		c->bad = true;
+		return NULL;
+	}
+	take(c, (len + 8) & ~(size_t)7);
+	return s;
+}
+
+int fx_record_mmap2(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		    struct fx_record_mmap *out)
+{
+	struct fx_record_mmap m;
+	struct cur c;
+	const uint8_t *p;
+
+	if (h->type != PERF_RECORD_MMAP2)
+		return -EINVAL;
+	memset(&m, 0, sizeof(m));
+	cur_init(&c, h);
+	u32x2(&c, &m.pid, &m.tid);
+	m.start = u64(&c);
+	m.len = u64(&c);
+	m.pgoff = u64(&c);
+	p = take(&c, 24);
+	if (p && (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID)) {
+		m.has_build_id = true;
+		m.build_id_len = p[0] > 20 ? 20 : p[0];
+		memcpy(m.build_id, p + 4, m.build_id_len);
+	} else if (p) {
+		memcpy(&m.maj, p, 4);
+		memcpy(&m.min, p + 4, 4);
+		memcpy(&m.ino, p + 8, 8);
+	}
+	u32x2(&c, &m.prot, &m.flags);
+	m.filename = take_str(&c);
+	m.exec = !(h->misc & PERF_RECORD_MISC_MMAP_DATA);
+	if (c.bad || parse_id(fmt, h, &m.id) < 0)
+		return -EINVAL;
+	*out = m;
+	return 0;
+}
+
+int fx_record_comm(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		   struct fx_record_comm *out)
+{
+	struct fx_record_comm m;
+	struct cur c;
+
+	if (h->type != PERF_RECORD_COMM)
+		return -EINVAL;
+	memset(&m, 0, sizeof(m));
+	cur_init(&c, h);
+	u32x2(&c, &m.pid, &m.tid);
+	m.comm = take_str(&c);
+	m.exec = h->misc & PERF_RECORD_MISC_COMM_EXEC;
+	if (c.bad || parse_id(fmt, h, &m.id) < 0)
+		return -EINVAL;
+	*out = m;
+	return 0;
+}
+
+int fx_record_task(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		   struct fx_record_task *out)
+{
+	struct fx_record_task t;
+	struct cur c;
+
+	if (h->type != PERF_RECORD_FORK && h->type != PERF_RECORD_EXIT)
+		return -EINVAL;
+	memset(&t, 0, sizeof(t));
+	cur_init(&c, h);
+	u32x2(&c, &t.pid, &t.ppid);
+	u32x2(&c, &t.tid, &t.ptid);
+	t.time = u64(&c);
+	if (c.bad || parse_id(fmt, h, &t.id) < 0)
+		return -EINVAL;
+	*out = t;
+	return 0;
+}
+
+int fx_record_lost(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		   struct fx_record_lost *out)
+{
+	struct fx_record_lost l;
+	struct cur c;
+
+	memset(&l, 0, sizeof(l));
+	cur_init(&c, h);
+	if (h->type == PERF_RECORD_LOST)
+		u64(&c); /* id */
+	else if (h->type != PERF_RECORD_LOST_SAMPLES)
+		return -EINVAL;
+	l.lost = u64(&c);
+	if (c.bad || parse_id(fmt, h, &l.id) < 0)
+		return -EINVAL;
+	*out = l;
+	return 0;
+}
+
+uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event_header *h)
+{
+	struct fx_record_id id;
+
+	if (h->type == PERF_RECORD_SAMPLE) {
+		struct fx_record_sample s;
+
+		if (fx_record_sample(fmt, h, &s) < 0)
+			return 0;
+		return s.time;
+	}
+	if (parse_id(fmt, h, &id) < 0)
+		return 0;
+	return id.time;
+}

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/report.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fxagent/log.h"
+
+/* Strings made here for kernel and unknown frames, freed together. */
+struct strings {
+	char **v;
+	size_t n, cap;
+};
+
+static const char *strings_add(struct strings *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static const char *strings_add(struct strings *s, const char *fmt, ...)
+{
+	va_list ap;
+	char *str;
+
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 256;
+		char **v = realloc(s->v, ncap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		s->v = v;
+		s->cap = ncap;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&str, fmt, ap) < 0)
+		str = NULL;
+	va_end(ap);
+	if (str)
+		s->v[s->n++] = str;
+	return str;
+}
+
+static void strings_free(struct strings *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+}
+
+struct ctx {
+	const struct fx_report_input *in;
+	struct fx_sym_result *sym;     /* per window frame */
+	struct fx_sym_frame *own;      /* per window frame, for kernel/unknown */
+	struct fx_profile_frame *pf;   /* per window frame */
+	struct fx_profile_lib *libs;
+	size_t nlibs;
+	int32_t *lib_of_object;        /* object id -> lib index */
+	int32_t kernel_lib;
+	struct strings strs;
+	struct fx_profile_thread *threads;
+	size_t nthreads;
+};
+
+static int cmp_frame_idx(const void *a, const void *b, void *arg)
+{
+	const struct fx_window_frame *f = arg;
+	const struct fx_window_frame *x = &f[*(const uint32_t *)a], *y = &f[*(const uint32_t *)b];
+
+	if (x->object != y->object)
+		return x->object < y->object ? -1 : 1;
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void set_own(struct ctx *c, uint32_t i, const char *name, uint64_t rel)
+{
+	c->own[i] = (struct fx_sym_frame){ .name = name ? name : "?" };
+	c->sym[i] = (struct fx_sym_result){
+		.rel_addr = rel, .n_frames = 1, .frames = &c->own[i]
+	};
+}
+
+static void resolve_kernel(struct ctx *c, uint32_t i)
+{
+	const struct fx_window_frame *f = &c->in->window->frames[i];
+	const struct fx_kallsyms *ks = c->in->kallsyms;
+	uint64_t base = ks ? fx_kallsyms_base(ks) : 0;
+	struct fx_ksym k;
+	const char *name;
+
+	c->pf[i] = (struct fx_profile_frame){ .lib = c->kernel_lib, .category = FX_CAT_KERNEL };
+	if (!ks || fx_kallsyms_lookup(ks, f->addr, &k) < 0) {
+		set_own(c, i, strings_add(&c->strs, "[kernel]+0x%" PRIx64, f->addr), f->addr - base);
+		return;
+	}
+	name = k.module && k.module[0] ? strings_add(&c->strs, "%s [%s]", k.name, k.module)
+				       : k.name;
+	set_own(c, i, name, f->addr - base);
+	c->sym[i].sym_name = name;
+	c->sym[i].sym_addr = k.start - base;
+	c->sym[i].sym_size = k.size;
+}
+
+static int lib_for_object(struct ctx *c, const struct fx_object *ob)
+{
+	struct fx_profile_lib *l;
+
+	if (c->lib_of_object[ob->id] >= 0)
+		return c->lib_of_object[ob->id];
+	l = &c->libs[c->nlibs];
+	*l = (struct fx_profile_lib){
+		.name = ob->name,
+		.path = ob->path,
+		.debug_name = ob->name,
+		.debug_path = ob->path,
+		.build_id = ob->build_id_len ? ob->build_id : NULL,
+		.build_id_len = ob->build_id_len,
+		.arch = "x86_64",
+	};
+	c->lib_of_object[ob->id] = (int32_t)c->nlibs;
+	return (int)c->nlibs++;
+}
+
+static int symbolize(struct ctx *c, struct fx_report_stats *stats)
+{
+	const struct fx_window *w = c->in->window;
+	uint32_t *idx = malloc((w->nframes + 1) * sizeof(*idx));
+	uint64_t *offs = malloc((w->nframes + 1) * sizeof(*offs));
+	struct fx_sym_result *out = malloc((w->nframes + 1) * sizeof(*out));
+	size_t i = 0, objects = 0;
+
+	if (!idx || !offs || !out) {
+		free(idx);
+		free(offs);
+		free(out);
+		return -ENOMEM;
+	}
+	for (uint32_t k = 0; k < w->nframes; k++)
+		idx[k] = k;
+	qsort_r(idx, w->nframes, sizeof(*idx), cmp_frame_idx, w->frames);
+	for (size_t k = 0; k < w->nframes; k++) {
+		uint32_t o = w->frames[idx[k]].object;
+
+		if (o < FX_OBJ_UNKNOWN && (k == 0 || w->frames[idx[k - 1]].object != o))
+			objects++;
+	}
+	if (c->in->on_symbolize)
+		c->in->on_symbolize(w->nframes, objects);
+	stats->addresses = w->nframes;
+	stats->objects = objects;
+	while (i < w->nframes) {
+		uint32_t o = w->frames[idx[i]].object;
+		size_t j = i, n;
+		const struct fx_object *ob;
+
+		while (j < w->nframes && w->frames[idx[j]].object == o)
+			j++;
+		n = j - i;
+		if (o == FX_OBJ_KERNEL) {
+			for (size_t k = i; k < j; k++)
+				resolve_kernel(c, idx[k]);
+		} else if (o == FX_OBJ_UNKNOWN || !(ob = fx_objects_get(c->in->objs, o))) {
+			for (size_t k = i; k < j; k++) {
+				uint64_t a = w->frames[idx[k]].addr;
+
+				c->pf[idx[k]] = (struct fx_profile_frame){ .lib = -1,
+									   .category = FX_CAT_USER };
+				set_own(c, idx[k], strings_add(&c->strs, "0x%" PRIx64, a), a);
+			}
+		} else {
+			struct fx_elf_source src = {
+				.fd = ob->fd,
+				.path = ob->path,
+				.build_id = ob->build_id_len ? ob->build_id : NULL,
+				.build_id_len = ob->build_id_len,
+			};
+			int lib = lib_for_object(c, ob);
+
+			for (size_t k = 0; k < n; k++)
+				offs[k] = w->frames[idx[i + k]].addr;
+			if (fx_symbolizer_resolve(c->in->symbolizer, &src, offs, n, out) < 0)
+				stats->unreadable++;
+			for (size_t k = 0; k < n; k++) {
+				c->sym[idx[i + k]] = out[k];
+				c->pf[idx[i + k]] = (struct fx_profile_frame){ .lib = lib,
+									       .category = FX_CAT_USER };
+			}
+		}
+		i = j;
+	}
+	for (size_t k = 0; k < w->nframes; k++)
+		c->pf[k].sym = &c->sym[k];
+	free(idx);
+	free(offs);
+	free(out);
+	return 0;
+}
+
+struct pidtid {
+	uint32_t pid, tid;
+};
+
+static int cmp_pidtid(const void *a, const void *b)
+{
+	const struct pidtid *x = a, *y = b;
+	/* The main thread (tid == pid) first within its process. */
+	uint64_t kx = ((uint64_t)x->pid << 33) | ((uint64_t)(x->tid != x->pid) << 32) | x->tid;
+	uint64_t ky = ((uint64_t)y->pid << 33) | ((uint64_t)(y->tid != y->pid) << 32) | y->tid;
+
+	return kx < ky ? -1 : kx > ky;
+}
+
+static int collect_threads(struct ctx *c, size_t *marker_thread)
+{
+	const struct fx_window *w = c->in->window;
+	size_t cap = 2 * w->nsamples + 2, n = 0, u = 0;
+	struct pidtid *v = malloc(cap * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->nsamples; i++) {
+		v[n++] = (struct pidtid){ w->samples[i].pid, w->samples[i].tid };
+		/* Every process gets its main thread, the track the profiler groups by. */
+		v[n++] = (struct pidtid){ w->samples[i].pid, w->samples[i].pid };
+	}
+	v[n++] = (struct pidtid){ c->in->marker_pid, c->in->marker_pid };
+	qsort(v, n, sizeof(*v), cmp_pidtid);
+	for (size_t i = 0; i < n; i++)
+		if (u == 0 || cmp_pidtid(&v[u - 1], &v[i]) != 0)
+			v[u++] = v[i];
+	c->threads = calloc(u, sizeof(*c->threads));
+	if (!c->threads) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < u; i++) {
+		const struct fx_proc *proc = fx_procs_find(c->in->procs, v[i].pid);
+		const struct fx_thread *t = fx_procs_find_thread(c->in->procs, v[i].tid);
+		struct fx_profile_thread *pt = &c->threads[i];
+		const char *pname;
+
+		if (v[i].pid == c->in->marker_pid && c->in->marker_name)
+			pname = c->in->marker_name;
+		else if (proc)
+			pname = proc->comm;
+		else if (v[i].pid == 0)
+			pname = "idle";
+		else
+			pname = strings_add(&c->strs, "pid %" PRIu32, v[i].pid);
+		pt->pid = v[i].pid;
+		pt->tid = v[i].tid;
+		pt->process_name = pname;
+		pt->name = t && t->pid == v[i].pid ? t->comm : pname;
+		if (v[i].pid == c->in->marker_pid && v[i].tid == v[i].pid)
+			*marker_thread = i;
+	}
+	c->nthreads = u;
+	free(v);
+	return 0;
+}
+
+static void wallclock_text(double start_ms, double end_ms, char *out, size_t len)
+{
+	time_t a = (time_t)(start_ms / 1000), b = (time_t)(end_ms / 1000);
+	struct tm ta, tb;
+	char sa[32], sb[32];
+
+	gmtime_r(&a, &ta);
+	gmtime_r(&b, &tb);
+	strftime(sa, sizeof(sa), "%Y-%m-%dT%H:%M:%SZ", &ta);
+	strftime(sb, sizeof(sb), "%H:%M:%SZ", &tb);
+	snprintf(out, len, "%s - %s", sa, sb);
+}
+
+int fx_report_write(const struct fx_report_input *in, const char *path,
+		    struct fx_report_stats *stats)
+{
+	const struct fx_window *w = in->window;
+	size_t nobj = fx_objects_count(in->objs), nmarkers = 0, marker_thread = 0;
+	struct fx_profile_marker *markers = NULL;
+	struct ctx c = { .in = in, .kernel_lib = -1 };
+	struct fx_profile_input pin;
+	double dur_ms = (double)(in->meta.end_ns - in->meta.start_ns) / 1e6;
+	char wall[96];
+	int ret = -ENOMEM;
+
+	memset(stats, 0, sizeof(*stats));
+	c.sym = calloc(w->nframes + 1, sizeof(*c.sym));
+	c.own = calloc(w->nframes + 1, sizeof(*c.own));
+	c.pf = calloc(w->nframes + 1, sizeof(*c.pf));
+	c.libs = calloc(nobj + 1, sizeof(*c.libs));
+	c.lib_of_object = malloc((nobj + 1) * sizeof(*c.lib_of_object));
+	markers = calloc(in->nlost + 1, sizeof(*markers));
+	if (!c.sym || !c.own || !c.pf || !c.libs || !c.lib_of_object || !markers)
+		goto out;
+	for (size_t i = 0; i < nobj; i++)
+		c.lib_of_object[i] = -1;
+	for (size_t i = 0; i < w->nframes; i++) {
+		if (w->frames[i].object == FX_OBJ_KERNEL) {
+			c.kernel_lib = (int32_t)c.nlibs;
+			c.libs[c.nlibs++] = (struct fx_profile_lib){
+				.name = "[kernel.kallsyms]",
+				.path = "[kernel.kallsyms]",
+				.debug_name = "[kernel.kallsyms]",
+				.debug_path = "[kernel.kallsyms]",
+				.arch = "x86_64",
+			};
+			break;
+		}
+	}
+	ret = symbolize(&c, stats);
+	if (ret < 0)
+		goto out;
+	ret = collect_threads(&c, &marker_thread);
+	if (ret < 0)
+		goto out;
+	wallclock_text(in->meta.start_time_ms, in->meta.start_time_ms + dur_ms, wall, sizeof(wall));
+	markers[nmarkers++] = (struct fx_profile_marker){
+		.type = FX_MARKER_RECORDING,
+		.start_ms = 0,
+		.end_ms = dur_ms,
+		.text = wall,
+		.count = (int64_t)w->counters.samples,
+		.seq = in->seq,
+	};
+	for (size_t i = 0; i < in->nlost; i++) {
+		double t = in->lost[i].time_ns > in->meta.start_ns
+				   ? (double)(in->lost[i].time_ns - in->meta.start_ns) / 1e6
+				   : 0;
+
+		markers[nmarkers++] = (struct fx_profile_marker){
+			.type = FX_MARKER_LOST, .start_ms = t, .count = (int64_t)in->lost[i].count
+		};
+	}
+	pin = (struct fx_profile_input){
+		.meta = in->meta,
+		.window = w,
+		.frames = c.pf,
+		.libs = c.libs,
+		.nlibs = c.nlibs,
+		.threads = c.threads,
+		.nthreads = c.nthreads,
+		.markers = markers,
+		.nmarkers = nmarkers,
+		.marker_thread = marker_thread,
+	};
+	ret = fx_profile_write_file(&pin, path, &stats->profile);
+out:
+	if (ret == -ENOMEM)
+		fx_log(FX_LOG_ERR, "out of memory while writing the profile");
+	free(markers);
+	free(c.threads);
+	free(c.sym);
+	free(c.own);
+	free(c.pf);
+	free(c.libs);
+	free(c.lib_of_object);
+	strings_free(&c.strs);
+	return ret;
+}

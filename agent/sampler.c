@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/sampler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/log.h"
+#include "fxagent/ring.h"
+
+#define MAX_CPUS 4096
+
+struct cpu_event {
+	int fd;
+	unsigned cpu;
+	void *map;
+	size_t map_len;
+	struct fx_ring ring;
+};
+
+/* A record copied out of a ring, waiting to be sorted. */
+struct batch_ref {
+	uint64_t time;
+	size_t off;    /* into batch.buf */
+	uint32_t seq;  /* keeps ring order among equal times */
+};
+
+struct fx_sampler {
+	struct fx_sampler_opts opts;
+	struct fx_record_fmt fmt;
+	struct cpu_event *ev;
+	unsigned nev;
+	struct pollfd *pfd;
+	uint8_t *buf;
+	size_t buf_len, buf_cap;
+	struct batch_ref *refs;
+	size_t nrefs, refs_cap;
+	struct fx_sampler_stats stats;
+};
+
+static int perf_event_open(struct perf_event_attr *attr, pid_t pid, int cpu, int group,
+			   unsigned long flags)
+{
+	return (int)syscall(SYS_perf_event_open, attr, pid, cpu, group, flags);
+}
+
+int fx_sampler_parse_cpus(const char *list, uint8_t *bitmap, unsigned max)
+{
+	const char *p = list;
+	int count = 0;
+
+	memset(bitmap, 0, (max + 7) / 8);
+	while (*p && *p != '\n') {
+		char *end;
+		unsigned long a, b;
+
+		errno = 0;
+		a = strtoul(p, &end, 10);
+		if (end == p || errno)
+			return -EINVAL;
+		b = a;
+		p = end;
+		if (*p == '-') {
+			p++;
+			b = strtoul(p, &end, 10);
+			if (end == p || errno || b < a)
+				return -EINVAL;
+			p = end;
+		}
+		if (b >= max)
+			return -EINVAL;
+		for (unsigned long c = a; c <= b; c++) {
+			if (!(bitmap[c / 8] & (1u << (c % 8))))
+				count++;
+			bitmap[c / 8] |= (uint8_t)(1u << (c % 8));
+		}
+		if (*p == ',')
+			p++;
+		else if (*p && *p != '\n')
+			return -EINVAL;
+	}
+	return count;
+}
+
+static int online_cpus(uint8_t *bitmap)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		long c = sysconf(_SC_NPROCESSORS_CONF);
+
+		memset(bitmap, 0, MAX_CPUS / 8);
+		for (long i = 0; i < c && i < MAX_CPUS; i++)
+			bitmap[i / 8] |= (uint8_t)(1u << (i % 8));
+		return c > 0 ? (int)c : -EINVAL;
+	}
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = '\0';
+	return fx_sampler_parse_cpus(buf, bitmap, MAX_CPUS);
+}
+
+static int read_int_file(const char *path, int *out)
+{
+	FILE *f = fopen(path, "re");
+	int ok;
+
+	if (!f)
+		return -errno;
+	ok = fscanf(f, "%d", out) == 1;
+	fclose(f);
+	return ok ? 0 : -EINVAL;
+}
+
+static int permission_error(int err)
+{
+	int paranoid = 0;
+
+	if (read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid) < 0)
+		paranoid = 99;
+	return fx_log_errno(FX_LOG_ERR, err,
+			    "cannot open perf events (%s): whole-system profiling needs root or "
+			    "CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and CAP_SYSLOG for kernel "
+			    "symbols; kernel.perf_event_paranoid is %d (without CAP_PERFMON it "
+			    "must be -1: sysctl kernel.perf_event_paranoid=-1). Run as root, or "
+			    "grant the capabilities: setcap cap_perfmon,cap_syslog+ep fxagent",
+			    strerror(err), paranoid);
+}
+
+static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr *a, bool build_id)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->type = PERF_TYPE_SOFTWARE;
+	a->config = PERF_COUNT_SW_CPU_CLOCK;
+	a->freq = 1;
+	a->sample_freq = opts->frequency;
+	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
+			 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
+	a->exclude_callchain_kernel = !opts->kernel;
+	a->disabled = 1;
+	a->mmap = 1;
+	a->mmap2 = 1;
+	a->comm = 1;
+	a->comm_exec = 1;
+	a->task = 1;
+	a->sample_id_all = 1;
+	a->use_clockid = 1;
+	a->clockid = CLOCK_MONOTONIC;
+	a->build_id = build_id;
+	/* Wake up when a quarter of the ring is used; poll's timeout does the rest. */
+	a->watermark = 1;
+	a->wakeup_watermark = (uint32_t)(opts->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
+}
+
+static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
+{
+	struct perf_event_attr attr;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	int fd, ret;
+
+	fill_attr(&s->opts, &attr, s->stats.build_id);
+	fd = perf_event_open(&attr, -1, (int)cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd < 0 && errno == EINVAL && s->stats.build_id) {
+		/* Kernels before 5.12 do not know attr.build_id. */
+		s->stats.build_id = false;
+		fill_attr(&s->opts, &attr, false);
+		fd = perf_event_open(&attr, -1, (int)cpu, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	ev->fd = fd;
+	ev->cpu = cpu;
+	ev->map_len = (s->opts.ring_pages + 1) * page;
+	ev->map = mmap(NULL, ev->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ev->map == MAP_FAILED) {
+		ret = -errno;
+		ev->map = NULL;
+		close(fd);
+		ev->fd = -1;
+		return ret;
+	}
+	ret = fx_ring_init(&ev->ring, ev->map, page, s->opts.ring_pages * page);
+	if (ret < 0) {
+		munmap(ev->map, ev->map_len);
+		ev->map = NULL;
+		close(fd);
+		ev->fd = -1;
+	}
+	return ret;
+}
+
+int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
+{
+	static uint8_t bitmap[MAX_CPUS / 8];
+	struct fx_sampler *s;
+	int n, ret = 0;
+
+	if (!opts->frequency || !opts->ring_pages || (opts->ring_pages & (opts->ring_pages - 1)))
+		return fx_log_errno(FX_LOG_ERR, EINVAL,
+				    "sampler: frequency must be > 0 and ring pages a power of two");
+	n = online_cpus(bitmap);
+	if (n <= 0)
+		return fx_log_errno(FX_LOG_ERR, EIO, "cannot read the list of online CPUs");
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->opts = *opts;
+	s->stats.build_id = true;
+	s->ev = calloc((size_t)n, sizeof(*s->ev));
+	s->pfd = calloc((size_t)n, sizeof(*s->pfd));
+	if (!s->ev || !s->pfd) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (unsigned cpu = 0; cpu < MAX_CPUS && s->nev < (unsigned)n; cpu++) {
+		if (!(bitmap[cpu / 8] & (1u << (cpu % 8))))
+			continue;
+		ret = open_cpu(s, cpu, &s->ev[s->nev]);
+		if (ret == -ENODEV)
+			continue; /* went offline meanwhile */
+		if (ret == -EACCES || ret == -EPERM) {
+			permission_error(-ret);
+			goto fail;
+		}
+		if (ret < 0) {
+			fx_log(FX_LOG_ERR, "cannot open a cpu-clock event on CPU %u: %s", cpu,
+			       strerror(-ret));
+			goto fail;
+		}
+		s->pfd[s->nev] = (struct pollfd){ .fd = s->ev[s->nev].fd, .events = POLLIN };
+		s->nev++;
+	}
+	if (!s->nev) {
+		ret = fx_log_errno(FX_LOG_ERR, ENODEV, "no online CPU could be sampled");
+		goto fail;
+	}
+	s->stats.cpus = s->nev;
+	s->fmt = (struct fx_record_fmt){
+		.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+			       PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
+		.sample_id_all = true,
+	};
+	*out = s;
+	return 0;
+fail:
+	fx_sampler_free(s);
+	return ret;
+}
+
+void fx_sampler_free(struct fx_sampler *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->nev; i++) {
+		fx_ring_release(&s->ev[i].ring);
+		munmap(s->ev[i].map, s->ev[i].map_len);
+		close(s->ev[i].fd);
+	}
+	free(s->ev);
+	free(s->pfd);
+	free(s->buf);
+	free(s->refs);
+	free(s);
+}
+
+static int ioctl_all(struct fx_sampler *s, unsigned long req)
+{
+	for (unsigned i = 0; i < s->nev; i++)
+		if (ioctl(s->ev[i].fd, req, 0) < 0)
+			return fx_log_errno(FX_LOG_ERR, errno, "perf ioctl on CPU %u failed: %s",
+					    s->ev[i].cpu, strerror(errno));
+	return 0;
+}
+
+int fx_sampler_enable(struct fx_sampler *s)
+{
+	return ioctl_all(s, PERF_EVENT_IOC_ENABLE);
+}
+
+int fx_sampler_disable(struct fx_sampler *s)
+{
+	return ioctl_all(s, PERF_EVENT_IOC_DISABLE);
+}
+
+const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s)
+{
+	return &s->fmt;
+}
+
+static int push(struct fx_sampler *s, const struct perf_event_header *h, uint32_t seq)
+{
+	size_t need = s->buf_len + h->size;
+
+	if (need > s->buf_cap) {
+		size_t ncap = s->buf_cap ? s->buf_cap * 2 : 1 << 20;
+		uint8_t *b;
+
+		while (ncap < need)
+			ncap *= 2;
+		b = realloc(s->buf, ncap);
+		if (!b)
+			return -ENOMEM;
+		s->buf = b;
+		s->buf_cap = ncap;
+	}
+	if (s->nrefs + 1 > s->refs_cap) {
+		size_t ncap = s->refs_cap ? s->refs_cap * 2 : 4096;
+		struct batch_ref *r = realloc(s->refs, ncap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		s->refs = r;
+		s->refs_cap = ncap;
+	}
+	memcpy(s->buf + s->buf_len, h, h->size);
+	s->refs[s->nrefs++] = (struct batch_ref){
+		.time = fx_record_time(&s->fmt, h), .off = s->buf_len, .seq = seq
+	};
+	/* Records are 8-byte multiples; keep the copies aligned. */
+	s->buf_len += (h->size + 7u) & ~7u;
+	return 0;
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct batch_ref *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx)
+{
+	uint32_t seq = 0;
+	int ret;
+
+	if (timeout_ms != 0) {
+		ret = poll(s->pfd, s->nev, timeout_ms);
+		if (ret < 0 && errno != EINTR)
+			return -errno;
+	}
+	s->buf_len = 0;
+	s->nrefs = 0;
+	for (unsigned i = 0; i < s->nev; i++) {
+		struct fx_ring *r = &s->ev[i].ring;
+		const struct perf_event_header *h;
+
+		fx_ring_begin(r);
+		while ((h = fx_ring_next(r))) {
+			if (push(s, h, seq++) < 0)
+				break; /* out of memory: this record is lost, the rest waits */
+		}
+		fx_ring_end(r);
+	}
+	s->stats.corrupt = 0;
+	for (unsigned i = 0; i < s->nev; i++)
+		s->stats.corrupt += s->ev[i].ring.corrupt;
+	qsort(s->refs, s->nrefs, sizeof(*s->refs), cmp_ref);
+	for (size_t i = 0; i < s->nrefs; i++) {
+		const struct perf_event_header *h = (const void *)(s->buf + s->refs[i].off);
+
+		s->stats.records++;
+		if (h->type == PERF_RECORD_SAMPLE)
+			s->stats.samples++;
+		fn(ctx, h);
+	}
+	return (int)s->nrefs;
+}
+
+void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out)
+{
+	*out = s->stats;
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/* elf: small helpers over libelf shared by the object table and the symbolizer. */
+#ifndef FXAGENT_ELF_H
+#define FXAGENT_ELF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FX_BUILD_ID_MAX 64
+
+/* Reads the GNU build-id note of the ELF file open on @fd (read with pread;
+ * the file offset is not used, the fd is not consumed). On success writes up to
+ * @cap bytes to @out and returns the build-id length (> 0). Returns -ENOENT when
+ * the file has no build-id, -ENOEXEC when it is not a readable ELF file. */
+int fx_elf_build_id_fd(int fd, uint8_t *out, size_t cap);
+
+/* Formats @len bytes of @id as lower-case hex into @out (2 * len + 1 bytes). */
+void fx_elf_hex(const uint8_t *id, size_t len, char *out);
+
+#endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* log: the one log sink of the agent (stderr for now).
+ *
+ * Log once, where an error is decided; lower modules log at debug at most.
+ * Hot paths (per sample) never log: they count.
+ */
+#ifndef FXAGENT_LOG_H
+#define FXAGENT_LOG_H
+
+#include <stdarg.h>
+
+enum fx_log_level {
+	FX_LOG_ERR = 3,
+	FX_LOG_WARN = 4,
+	FX_LOG_NOTICE = 5,
+	FX_LOG_INFO = 6,
+	FX_LOG_DEBUG = 7,
+};
+
+/* Messages above @level are dropped. Default: FX_LOG_NOTICE. */
+void fx_log_set_level(enum fx_log_level level);
+enum fx_log_level fx_log_get_level(void);
+
+/* Writes "fxagent: <message>\n" to stderr when @level is enabled. */
+void fx_log(enum fx_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Logs like fx_log and returns -@err, for "return fx_log_errno(...)" at the
+ * place an error is decided. @err is a positive errno value; "%m" is not
+ * expanded, use strerror(err) in the format if wanted. */
+int fx_log_errno(enum fx_log_level level, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define fx_err(...) fx_log(FX_LOG_ERR, __VA_ARGS__)
+#define fx_warn(...) fx_log(FX_LOG_WARN, __VA_ARGS__)
+#define fx_info(...) fx_log(FX_LOG_INFO, __VA_ARGS__)
+#define fx_debug(...) fx_log(FX_LOG_DEBUG, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* procs: the process table: pid -> name, executable mappings; tid -> name.
+ *
+ * Processes that existed before the recording are read from /proc on first
+ * use (their first sample or side-band record). Processes and threads that
+ * start later come from the perf side-band records (FORK, COMM, MMAP2, EXIT),
+ * which the caller feeds in time order. Exited processes stay until
+ * fx_procs_sweep(), so their samples can still be named when the window is
+ * written.
+ */
+#ifndef FXAGENT_PROCS_H
+#define FXAGENT_PROCS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/objects.h"
+
+#define FX_COMM_LEN 16
+
+struct fx_map {
+	uint64_t start, end, pgoff;
+	uint32_t object; /* object id, or FX_OBJ_UNKNOWN for anonymous code */
+};
+
+struct fx_proc {
+	uint32_t pid;
+	char comm[FX_COMM_LEN];
+	bool exited;
+	bool loaded;        /* maps were read from /proc or built from records */
+	struct fx_map *maps; /* sorted by start, not overlapping */
+	size_t nmaps, maps_cap;
+	uint64_t generation; /* bumped when the mappings change (exec, mmap) */
+};
+
+struct fx_thread {
+	uint32_t tid;
+	uint32_t pid;
+	char comm[FX_COMM_LEN];
+	bool exited;
+};
+
+struct fx_procs_stats {
+	uint64_t procs;        /* live entries */
+	uint64_t threads;
+	uint64_t proc_reads;   /* /proc/PID loads */
+	uint64_t proc_missing; /* processes gone before we could read them */
+};
+
+struct fx_procs;
+
+/* @objs must outlive the table. @proc_root is "/proc" (tests may use another
+ * tree laid out the same way). NULL on ENOMEM. */
+struct fx_procs *fx_procs_new(struct fx_objects *objs, const char *proc_root);
+void fx_procs_free(struct fx_procs *p);
+
+/* The process @pid, read from /proc if not known yet; never NULL for pid > 0
+ * unless out of memory (a process gone from /proc gets an entry named
+ * "pid N" with no mappings). */
+struct fx_proc *fx_procs_get(struct fx_procs *p, uint32_t pid);
+/* The thread @tid of @pid, named from /proc/PID/task/TID/comm if not known. */
+struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid);
+/* Lookups that never read /proc; NULL when unknown. */
+struct fx_proc *fx_procs_find(const struct fx_procs *p, uint32_t pid);
+struct fx_thread *fx_procs_find_thread(const struct fx_procs *p, uint32_t tid);
+
+/* Side-band records, in time order. */
+void fx_procs_on_mmap(struct fx_procs *p, const struct fx_mapping_info *m, uint64_t pgoff);
+void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm, bool exec);
+void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid,
+		      uint32_t ptid);
+void fx_procs_on_exit(struct fx_procs *p, uint32_t pid, uint32_t tid);
+
+/* Translates a user address of @proc: returns true and sets @object and
+ * @offset (file offset) when a mapping holds it. */
+bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *object,
+		      uint64_t *offset);
+
+/* Drops processes and threads that exited. */
+void fx_procs_sweep(struct fx_procs *p);
+
+/* Parses one line of /proc/PID/maps. Returns 1 and fills the out values for
+ * an executable mapping with a path, 0 for a line to ignore, -EINVAL for a
+ * malformed line. @path points into @line (the " (deleted)" suffix is cut off,
+ * @line is modified). */
+int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
+			     uint64_t *dev, uint64_t *ino, char **path);
+
+void fx_procs_get_stats(const struct fx_procs *p, struct fx_procs_stats *out);
+
+#endif

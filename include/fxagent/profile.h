@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* profile: writes a window as a Firefox Profiler processed profile (v66).
+ *
+ * The caller gives the window (frames, stacks, samples), what each window frame
+ * resolved to, the libraries, the threads and the markers; this module builds
+ * the shared tables (strings, funcs, native symbols, frames with inline levels,
+ * stacks) and streams the JSON through fx_json. See ../shared/profile-format.md.
+ */
+#ifndef FXAGENT_PROFILE_H
+#define FXAGENT_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/json.h"
+#include "fxagent/symbolize.h"
+#include "fxagent/window.h"
+
+enum fx_category {
+	FX_CAT_OTHER = 0,
+	FX_CAT_USER = 1,
+	FX_CAT_KERNEL = 2,
+};
+
+struct fx_profile_lib {
+	const char *name;       /* base name, e.g. "libc.so.6" */
+	const char *path;       /* path as the process saw it */
+	const char *debug_name; /* usually = name */
+	const char *debug_path; /* usually = path */
+	const uint8_t *build_id; /* NULL when unknown: codeId and breakpadId are then "" */
+	size_t build_id_len;
+	const char *arch;       /* "x86_64" */
+};
+
+/* What window frame i resolved to. */
+struct fx_profile_frame {
+	int32_t lib;            /* index into libs, -1 for none */
+	enum fx_category category;
+	const struct fx_sym_result *sym; /* never NULL; see symbolize.h */
+};
+
+struct fx_profile_thread {
+	uint32_t pid;
+	uint32_t tid;
+	const char *name;         /* thread name */
+	const char *process_name; /* name of the process (its main thread's comm / exe) */
+};
+
+enum fx_marker_type {
+	FX_MARKER_RECORDING, /* the recording window: interval, with wallclock text */
+	FX_MARKER_LOST,      /* lost samples: instant, with count */
+};
+
+struct fx_profile_marker {
+	enum fx_marker_type type;
+	double start_ms;      /* relative to meta start */
+	double end_ms;        /* for intervals; ignored for instants */
+	const char *text;     /* FX_MARKER_RECORDING: wall-clock range text */
+	int64_t count;        /* FX_MARKER_LOST: samples lost; RECORDING: samples taken */
+	int64_t seq;          /* FX_MARKER_RECORDING: window sequence number */
+};
+
+struct fx_profile_meta {
+	double start_time_ms;  /* Unix epoch milliseconds of start_ns */
+	uint64_t start_ns;     /* CLOCK_MONOTONIC time that is profile time 0 */
+	uint64_t end_ns;       /* CLOCK_MONOTONIC end of the recording */
+	double interval_ms;    /* 1000 / frequency */
+	const char *product;   /* "fxagent" */
+	const char *host;      /* host name, may be NULL */
+};
+
+struct fx_profile_input {
+	struct fx_profile_meta meta;
+	const struct fx_window *window;
+	const struct fx_profile_frame *frames; /* window->nframes entries */
+	const struct fx_profile_lib *libs;
+	size_t nlibs;
+	/* One entry per thread to show; samples of threads not listed are left
+	 * out. Order is kept; list a process's main thread (tid == pid) first. */
+	const struct fx_profile_thread *threads;
+	size_t nthreads;
+	const struct fx_profile_marker *markers;
+	size_t nmarkers;
+	size_t marker_thread;  /* index into threads that carries the markers */
+};
+
+struct fx_profile_stats {
+	uint64_t samples;      /* samples written */
+	uint64_t threads;      /* threads written */
+	uint64_t bytes;        /* compressed bytes written (file variant) */
+};
+
+/* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or
+ * -errno (-ENOMEM, or the writer's error). */
+int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
+			  struct fx_profile_stats *stats);
+
+/* Writes the profile gzip-compressed to @path ("-" for stdout). A file is
+ * written to a temporary name beside it, fsynced and renamed into place, so a
+ * reader never sees half a file. Returns 0 or -errno, logging what failed. */
+int fx_profile_write_file(const struct fx_profile_input *in, const char *path,
+			  struct fx_profile_stats *stats);
+
+/* Formats the Breakpad id of a GNU build-id: the first 16 bytes as a GUID with
+ * the first three fields byte-swapped, upper-case hex, then "0"; @out must hold
+ * 34 bytes. A build-id shorter than 16 bytes is zero-padded. Returns -EINVAL
+ * for len == 0. */
+int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34]);
+
+#endif

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* recorder: feeds decoded perf records into the process table and the window.
+ *
+ * Side-band records update the process table; a sample is unwound into frames
+ * (unwind.h) and appended to the window with its stack interned. Nothing here
+ * logs per record: failures are counted.
+ */
+#ifndef FXAGENT_RECORDER_H
+#define FXAGENT_RECORDER_H
+
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/objects.h"
+#include "fxagent/procs.h"
+#include "fxagent/record.h"
+#include "fxagent/unwind.h"
+#include "fxagent/window.h"
+
+#define FX_RECORDER_MAX_LOST_EVENTS 1024
+
+struct fx_recorder_opts {
+	bool include_idle;    /* keep samples of pid 0 */
+	const uint32_t *pids; /* keep only samples of these processes; NULL = all */
+	size_t npids;
+};
+
+struct fx_lost_event {
+	uint64_t time_ns;
+	uint64_t count;
+};
+
+struct fx_recorder_counters {
+	uint64_t bad_records;  /* records that failed to decode */
+	uint64_t filtered;     /* samples of processes not asked for, or idle */
+	uint64_t lost_events;  /* LOST / LOST_SAMPLES records */
+};
+
+struct fx_recorder {
+	struct fx_recorder_opts opts;
+	const struct fx_record_fmt *fmt;
+	struct fx_procs *procs;     /* not owned */
+	struct fx_unwinder *unwinder; /* not owned */
+	struct fx_window *window;   /* not owned: the open window */
+	struct fx_recorder_counters counters;
+	struct fx_lost_event lost[FX_RECORDER_MAX_LOST_EVENTS];
+	size_t nlost;
+	struct fx_window_frame frames[FX_UNWIND_MAX_FRAMES];
+};
+
+/* Sets up @r; the pointers must outlive it. @opts->pids is copied by pointer. */
+void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts,
+		      const struct fx_record_fmt *fmt, struct fx_procs *procs,
+		      struct fx_unwinder *unwinder, struct fx_window *window);
+
+/* Handles one record; a fx_sampler_fn (ctx is the recorder). */
+void fx_recorder_handle(void *ctx, const struct perf_event_header *h);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* report: turns a closed window into a profile file.
+ *
+ * Symbolizes the window's distinct frames in one batch per object (user code
+ * through the symbolizer, kernel code through kallsyms), names threads and
+ * processes from the process table, and writes the processed profile.
+ */
+#ifndef FXAGENT_REPORT_H
+#define FXAGENT_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/kallsyms.h"
+#include "fxagent/objects.h"
+#include "fxagent/procs.h"
+#include "fxagent/profile.h"
+#include "fxagent/recorder.h"
+#include "fxagent/symbolize.h"
+#include "fxagent/window.h"
+
+struct fx_report_input {
+	const struct fx_window *window;
+	const struct fx_procs *procs;
+	const struct fx_objects *objs;
+	struct fx_symbolizer *symbolizer;
+	const struct fx_kallsyms *kallsyms;     /* NULL: kernel frames stay addresses */
+	const struct fx_lost_event *lost;
+	size_t nlost;
+	struct fx_profile_meta meta;
+	int64_t seq;                            /* window sequence number */
+	uint32_t marker_pid;                    /* process whose track carries markers */
+	const char *marker_name;                /* its name */
+	/* Called before symbolizing, for progress on a terminal; may be NULL. */
+	void (*on_symbolize)(size_t addresses, size_t objects);
+};
+
+struct fx_report_stats {
+	struct fx_profile_stats profile;
+	size_t addresses;     /* distinct frames symbolized */
+	size_t objects;       /* objects they were in */
+	uint64_t unreadable;  /* objects that could not be read */
+};
+
+/* Writes the window to @path (gzip; "-" for stdout). Returns 0 or -errno,
+ * having logged what failed. */
+int fx_report_write(const struct fx_report_input *in, const char *path,
+		    struct fx_report_stats *stats);
+
+#endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* sampler: one perf_event_open cpu-clock event per online CPU, and their rings.
+ *
+ * Each event samples every task on its CPU at `frequency` Hz with callchains
+ * and carries the side-band records (MMAP2, COMM, FORK, EXIT) of that CPU.
+ * fx_sampler_poll() drains every ring, orders the records of all CPUs by time
+ * (each ring is ordered, the rings are not ordered with each other) and hands
+ * them to a callback.
+ */
+#ifndef FXAGENT_SAMPLER_H
+#define FXAGENT_SAMPLER_H
+
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/record.h"
+
+struct fx_sampler_opts {
+	unsigned frequency;  /* Hz */
+	bool kernel;         /* kernel callchains */
+	size_t ring_pages;   /* data pages per CPU ring; power of two */
+};
+
+struct fx_sampler_stats {
+	uint64_t records;
+	uint64_t samples;
+	uint64_t corrupt;    /* ring reads ended by an impossible record */
+	unsigned cpus;       /* events opened */
+	bool build_id;       /* MMAP2 records carry build-ids */
+};
+
+typedef void (*fx_sampler_fn)(void *ctx, const struct perf_event_header *h);
+
+struct fx_sampler;
+
+/* Opens (disabled) one event per online CPU; offline CPUs are skipped.
+ * Returns 0 and sets @out, or -errno. On -EACCES/-EPERM the message logged
+ * says which privilege is missing and how to get it. */
+int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out);
+void fx_sampler_free(struct fx_sampler *s);
+
+int fx_sampler_enable(struct fx_sampler *s);
+int fx_sampler_disable(struct fx_sampler *s);
+
+const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s);
+
+/* Waits up to @timeout_ms for data (0: do not wait), then drains every ring
+ * and calls @fn for each record in time order. Returns the number of records,
+ * or -errno (-EINTR is returned as 0). */
+int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx);
+
+void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out);
+
+/* Parses a CPU list like "0-3,5,7-8" into a bitmap of @max bits. Returns the
+ * number of CPUs set, or -EINVAL. */
+int fx_sampler_parse_cpus(const char *list, uint8_t *bitmap, unsigned max);
+
+#endif

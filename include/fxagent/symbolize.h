@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+/* symbolize: batch symbolization of file offsets in ELF objects.
+ *
+ * Per object (keyed by build-id, else by path) it builds once a sorted function
+ * table from .symtab (of the separate debug file when there is one) and
+ * .dynsym, and opens DWARF (same file, or the debug file found by build-id under
+ * the debug directories, or by .gnu_debuglink) for inline frames and file:line.
+ * Results are cached by (object, offset). Never touches the network.
+ */
+#ifndef FXAGENT_SYMBOLIZE_H
+#define FXAGENT_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One function level at an address: the real function or an inlined one. */
+struct fx_sym_frame {
+	const char *name; /* demangled (if enabled); never NULL or empty */
+	const char *file; /* source file of @line, or NULL */
+	uint32_t line;    /* line in @name's body for this level; 0 when unknown */
+};
+
+/* What one address is. All pointers are owned by the symbolizer and stay valid
+ * until fx_symbolizer_free(). */
+struct fx_sym_result {
+	uint64_t rel_addr;    /* address relative to the object's image base (the lowest
+				 PT_LOAD p_vaddr, page-aligned down): the profile's frame address */
+	const char *sym_name; /* native symbol (the real, outer function); NULL if none */
+	uint64_t sym_addr;    /* its start, relative to the image base */
+	uint64_t sym_size;    /* its size; 0 if unknown */
+	uint32_t n_frames;    /* >= 1 */
+	/* [0] is the real function, [1..] the functions inlined into it, the
+	 * innermost (where the address really is) last. With no symbol, one frame
+	 * named "<object base name>+0x<file offset>". */
+	const struct fx_sym_frame *frames;
+};
+
+/* How to read one object. */
+struct fx_elf_source {
+	int fd;                  /* readable fd of the ELF file (not consumed), or -1 to open @path */
+	const char *path;        /* path as the process saw it: names, debug look-ups */
+	const uint8_t *build_id; /* may be NULL */
+	size_t build_id_len;
+};
+
+struct fx_symbolizer_opts {
+	/* NULL-terminated list of debug roots; NULL means { "/usr/lib/debug", NULL }. */
+	const char *const *debug_dirs;
+	bool no_demangle;
+	bool no_inline; /* skip DWARF: only the function tables */
+};
+
+struct fx_symbolizer_stats {
+	uint64_t objects;       /* objects opened */
+	uint64_t lookups;       /* addresses asked for */
+	uint64_t cache_hits;    /* answered from the (object, offset) cache */
+	uint64_t unresolved;    /* addresses with no symbol */
+};
+
+/* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */
+struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts);
+void fx_symbolizer_free(struct fx_symbolizer *s);
+
+/* Resolves @n file offsets (offsets in the ELF file, as perf mappings give them:
+ * addr - map_start + pgoff) of the object @src. Fills out[0..n-1] always: when
+ * the object cannot be read, every entry gets the readable fallback frame.
+ * Returns 0, or -errno when the object could not be read at all (the caller may
+ * log it once). */
+int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *src,
+			  const uint64_t *offsets, size_t n, struct fx_sym_result *out);
+
+void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer_stats *out);
+
+#endif

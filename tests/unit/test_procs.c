@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: MIT */
+/* The process table over a fake /proc tree: names and mappings read lazily,
+ * address translation, mmap over existing ranges, fork/exec/exit. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fxagent/procs.h"
+#include "fxagent/window.h"
+
+static char root[256];
+static char self[4096];
+
+static void write_file(const char *rel, const char *text)
+{
+	char path[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	char maps[16384];
+	ssize_t n;
+
+	(void)state;
+	snprintf(root, sizeof(root), "/tmp/fx-test-procs-%d", (int)getpid());
+	mkdir(root, 0700);
+	snprintf(maps, sizeof(maps), "%s/100", root);
+	mkdir(maps, 0700);
+	snprintf(maps, sizeof(maps), "%s/100/task", root);
+	mkdir(maps, 0700);
+	snprintf(maps, sizeof(maps), "%s/100/task/101", root);
+	mkdir(maps, 0700);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	write_file("100/comm", "worker\n");
+	write_file("100/task/101/comm", "worker-io\n");
+	snprintf(maps, sizeof(maps),
+		 "00400000-00401000 r--p 00000000 fd:01 1234 %s\n"
+		 "00401000-00405000 r-xp 00001000 fd:01 1234 %s\n"
+		 "7f0000000000-7f0000010000 r-xp 00000000 00:00 0 \n"
+		 "7fff00000000-7fff00001000 r-xp 00000000 00:00 0 [vdso]\n"
+		 "garbage line\n",
+		 self, self);
+	write_file("100/maps", maps);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[300];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_parse_maps_line(void **state)
+{
+	char l1[] = "7f12a000-7f12b000 r-xp 00002000 08:01 42 /usr/lib/libz.so.1 (deleted)\n";
+	char l2[] = "7f12a000-7f12b000 rw-p 00002000 08:01 42 /usr/lib/libz.so.1\n";
+	char l3[] = "nonsense";
+	char l4[] = "7f12a000-7f12b000 r-xp 00000000 08:01 42 /opt/my app/bin\n";
+	uint64_t s, e, off, dev, ino;
+	char *path;
+
+	(void)state;
+	assert_int_equal(fx_procs_parse_maps_line(l1, &s, &e, &off, &dev, &ino, &path), 1);
+	assert_int_equal(s, 0x7f12a000);
+	assert_int_equal(e, 0x7f12b000);
+	assert_int_equal(off, 0x2000);
+	assert_int_equal(ino, 42);
+	assert_string_equal(path, "/usr/lib/libz.so.1");
+	assert_int_equal(fx_procs_parse_maps_line(l2, &s, &e, &off, &dev, &ino, &path), 0);
+	assert_int_equal(fx_procs_parse_maps_line(l3, &s, &e, &off, &dev, &ino, &path), -EINVAL);
+	assert_int_equal(fx_procs_parse_maps_line(l4, &s, &e, &off, &dev, &ino, &path), 1);
+	assert_string_equal(path, "/opt/my app/bin");
+}
+
+static void test_lazy_load_and_resolve(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_proc *proc;
+	struct fx_thread *t;
+	uint32_t obj;
+	uint64_t off;
+	const struct fx_object *ob;
+
+	(void)state;
+	proc = fx_procs_get(p, 100);
+	assert_non_null(proc);
+	assert_string_equal(proc->comm, "worker");
+	/* The file mapping and [vdso]; anonymous code has no file to name it. */
+	assert_int_equal(proc->nmaps, 2);
+	assert_true(fx_procs_resolve(proc, 0x401234, &obj, &off));
+	assert_int_equal(off, 0x1234);
+	ob = fx_objects_get(objs, obj);
+	assert_non_null(ob);
+	assert_string_equal(ob->path, self);
+	/* Opened through the path (no map_files in the fake tree) and verified. */
+	assert_true(ob->fd >= 0);
+	assert_false(fx_procs_resolve(proc, 0x7f0000000100, &obj, &off));
+	assert_false(fx_procs_resolve(proc, 0x500000, &obj, &off));
+	t = fx_procs_thread(p, 100, 101);
+	assert_non_null(t);
+	assert_string_equal(t->comm, "worker-io");
+	/* A process that is gone still gets a name. */
+	proc = fx_procs_get(p, 999);
+	assert_non_null(proc);
+	assert_string_equal(proc->comm, "pid 999");
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
+static void test_mmap_splits_and_fork_exec(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_mapping_info m = { .pid = 100, .start = 0x402000, .end = 0x403000,
+				     .path = "/nonexistent/libnew.so", .dev = 1, .ino = 2 };
+	struct fx_proc *proc, *child;
+	uint32_t obj, obj_new;
+	uint64_t off;
+
+	(void)state;
+	proc = fx_procs_get(p, 100);
+	fx_procs_on_mmap(p, &m, 0);
+	/* The old mapping is split around the new one, with offsets kept. */
+	assert_true(fx_procs_resolve(proc, 0x401010, &obj, &off));
+	assert_int_equal(off, 0x1010);
+	assert_true(fx_procs_resolve(proc, 0x402010, &obj_new, &off));
+	assert_int_not_equal(obj, obj_new);
+	assert_int_equal(off, 0x10);
+	assert_true(fx_procs_resolve(proc, 0x404010, &obj, &off));
+	assert_int_equal(off, 0x4010);
+
+	fx_procs_on_fork(p, 200, 100, 200, 100);
+	child = fx_procs_find(p, 200);
+	assert_non_null(child);
+	assert_string_equal(child->comm, "worker");
+	assert_true(fx_procs_resolve(child, 0x402010, &obj, &off));
+	assert_int_equal(obj, obj_new);
+	fx_procs_on_comm(p, 200, 200, "fx-short", true);
+	assert_string_equal(child->comm, "fx-short");
+	assert_false(fx_procs_resolve(child, 0x402010, &obj, &off));
+	/* A new thread is named after its creator until it renames itself. */
+	fx_procs_on_fork(p, 200, 200, 201, 200);
+	assert_string_equal(fx_procs_find_thread(p, 201)->comm, "fx-short");
+	fx_procs_on_comm(p, 200, 201, "fx-helper", false);
+	assert_string_equal(fx_procs_find_thread(p, 201)->comm, "fx-helper");
+	assert_string_equal(child->comm, "fx-short");
+
+	fx_procs_on_exit(p, 200, 201);
+	fx_procs_on_exit(p, 200, 200);
+	assert_non_null(fx_procs_find(p, 200)); /* kept until the window is written */
+	fx_procs_sweep(p);
+	assert_null(fx_procs_find(p, 200));
+	assert_null(fx_procs_find_thread(p, 201));
+	assert_non_null(fx_procs_find(p, 100));
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
+static void test_many_processes_and_sweeps(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_procs_stats st;
+
+	(void)state;
+	/* Churn through tombstones: entries stay findable and counts right. */
+	for (uint32_t round = 0; round < 20; round++) {
+		for (uint32_t i = 0; i < 500; i++) {
+			uint32_t pid = 10000 + round * 500 + i;
+
+			fx_procs_on_fork(p, pid, 100, pid, 100);
+			if (i % 2)
+				fx_procs_on_exit(p, pid, pid);
+		}
+		fx_procs_sweep(p);
+	}
+	fx_procs_get_stats(p, &st);
+	assert_int_equal(st.procs, 1 + 20 * 250);
+	for (uint32_t round = 0; round < 20; round++)
+		for (uint32_t i = 0; i < 500; i += 2)
+			assert_non_null(fx_procs_find(p, 10000 + round * 500 + i));
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_maps_line),
+		cmocka_unit_test(test_lazy_load_and_resolve),
+		cmocka_unit_test(test_mmap_splits_and_fork_exec),
+		cmocka_unit_test(test_many_processes_and_sweeps),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* Frame and stack interning: shared prefixes stored once, parents before
+ * children, the stack cap counted. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fxagent/window.h"
+
+static void test_prefix_sharing(void **state)
+{
+	struct fx_window w;
+	struct fx_window_frame a[] = { { 1, 0x10 }, { 1, 0x20 }, { 2, 0x30 } };
+	struct fx_window_frame b[] = { { 1, 0x10 }, { 1, 0x20 }, { 3, 0x40 } };
+	uint32_t sa, sb, sa2;
+
+	(void)state;
+	fx_window_init(&w, 0);
+	sa = fx_window_intern_stack(&w, a, 3);
+	sb = fx_window_intern_stack(&w, b, 3);
+	sa2 = fx_window_intern_stack(&w, a, 3);
+	assert_int_equal(sa, sa2);
+	assert_int_not_equal(sa, sb);
+	/* main -> f shared: 2 + 1 + 1 nodes, 4 distinct frames */
+	assert_int_equal(w.nstacks, 4);
+	assert_int_equal(w.nframes, 4);
+	assert_int_equal(w.stacks[sa].parent, w.stacks[sb].parent);
+	for (size_t i = 0; i < w.nstacks; i++)
+		assert_true(w.stacks[i].parent == FX_NONE || w.stacks[i].parent < i);
+	/* The prefix of a is a stack of its own, the 2-frame path. */
+	assert_int_equal(fx_window_intern_stack(&w, a, 2), w.stacks[sa].parent);
+	assert_int_equal(fx_window_intern_stack(&w, a, 0), FX_NONE);
+	fx_window_release(&w);
+}
+
+static void test_many_stacks_and_reset(void **state)
+{
+	struct fx_window w;
+	uint32_t ids[5000];
+
+	(void)state;
+	fx_window_init(&w, 0);
+	for (int i = 0; i < 5000; i++) {
+		struct fx_window_frame f[] = { { 0, 1 }, { 0, (uint64_t)i + 2 } };
+
+		ids[i] = fx_window_intern_stack(&w, f, 2);
+		assert_int_equal(fx_window_add_sample(&w, (uint64_t)i, 7, 8, ids[i]), 0);
+	}
+	/* Interning the same again after the tables grew finds the same ids. */
+	for (int i = 0; i < 5000; i++) {
+		struct fx_window_frame f[] = { { 0, 1 }, { 0, (uint64_t)i + 2 } };
+
+		assert_int_equal(fx_window_intern_stack(&w, f, 2), ids[i]);
+	}
+	assert_int_equal(w.nstacks, 5001);
+	assert_int_equal(w.nsamples, 5000);
+	assert_int_equal(w.counters.samples, 5000);
+	fx_window_reset(&w);
+	assert_int_equal(w.nstacks, 0);
+	assert_int_equal(w.nsamples, 0);
+	{
+		struct fx_window_frame f[] = { { 0, 1 } };
+
+		assert_int_equal(fx_window_intern_stack(&w, f, 1), 0);
+	}
+	fx_window_release(&w);
+}
+
+static void test_stack_cap(void **state)
+{
+	struct fx_window w;
+	struct fx_window_frame a[] = { { 1, 1 }, { 1, 2 } };
+	struct fx_window_frame b[] = { { 1, 1 }, { 1, 3 } };
+
+	(void)state;
+	fx_window_init(&w, 2);
+	assert_int_not_equal(fx_window_intern_stack(&w, a, 2), FX_NONE);
+	errno = 0;
+	assert_int_equal(fx_window_intern_stack(&w, b, 2), FX_NONE);
+	assert_int_equal(errno, ENOSPC);
+	/* Known stacks still intern under the cap. */
+	assert_int_not_equal(fx_window_intern_stack(&w, a, 2), FX_NONE);
+	fx_window_release(&w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_prefix_sharing),
+		cmocka_unit_test(test_many_stacks_and_reset),
+		cmocka_unit_test(test_stack_cap),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
