@@ -220,6 +220,16 @@ static uint64_t now_ns(clockid_t clk)
 
 static bool progress;
 
+/* CPU time (user + system) this process used so far, in ns. */
+static uint64_t cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000ull +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000ull;
+}
+
 static void on_symbolize(size_t addresses, size_t objects)
 {
 	if (progress)
@@ -273,7 +283,7 @@ static int record_once(const struct options *o)
 	struct sigaction sa = { .sa_handler = on_signal };
 	char host[256] = "localhost", outbuf[512];
 	const char *output = o->output;
-	uint64_t start_ns, start_wall_ns, deadline, end_ns;
+	uint64_t start_ns, start_wall_ns, deadline, end_ns, cpu_start, cpu_rec, write_start;
 	unsigned last_shown = UINT_MAX;
 	int ret;
 
@@ -301,6 +311,7 @@ static int record_once(const struct options *o)
 	}
 	fx_recorder_init(rec, &ropts, fx_sampler_fmt(sampler), procs, unwinder, &window);
 
+	cpu_start = cpu_ns();
 	start_wall_ns = now_ns(CLOCK_REALTIME);
 	start_ns = now_ns(CLOCK_MONOTONIC);
 	deadline = start_ns + o->duration_ms * 1000000ull;
@@ -331,6 +342,8 @@ static int record_once(const struct options *o)
 	ret = fx_sampler_poll(sampler, 0, fx_recorder_handle, rec);
 	if (ret < 0)
 		goto out;
+	cpu_rec = cpu_ns() - cpu_start;
+	write_start = now_ns(CLOCK_MONOTONIC);
 
 	symbolizer = fx_symbolizer_new(NULL);
 	if (!symbolizer) {
@@ -373,6 +386,13 @@ static int record_once(const struct options *o)
 			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
 			" bytes\033[K\n",
 			output, rstats.profile.samples, rstats.profile.threads, rstats.profile.bytes);
+	/* The figures bench/once.py reads. */
+	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
+		"symbolize+write %.1f ms, %" PRIu64 " samples, %zu frames, %zu stacks, %zu objects",
+		(double)(end_ns - start_ns) / 1e9, (double)cpu_rec / 1e6,
+		100.0 * (double)cpu_rec / (double)(end_ns - start_ns),
+		(double)(now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
+		window.nframes, window.nstacks, rstats.objects);
 	if (window.counters.lost)
 		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", window.counters.lost);
 	ret = 0;

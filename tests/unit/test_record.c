@@ -11,62 +11,13 @@
 #include <cmocka.h>
 
 #include "fxagent/record.h"
+#include "recbuild.h"
 
 static const struct fx_record_fmt fmt = {
 	.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 		       PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
 	.sample_id_all = true,
 };
-
-/* A little builder of 8-byte-aligned records. */
-struct rec {
-	uint64_t buf[512];
-	size_t n; /* bytes */
-};
-
-static void begin(struct rec *r, uint32_t type, uint16_t misc)
-{
-	struct perf_event_header h = { .type = type, .misc = misc, .size = 0 };
-
-	memset(r, 0, sizeof(*r));
-	memcpy(r->buf, &h, sizeof(h));
-	r->n = 8;
-}
-
-static void u64(struct rec *r, uint64_t v)
-{
-	memcpy((uint8_t *)r->buf + r->n, &v, 8);
-	r->n += 8;
-}
-
-static void u32x2(struct rec *r, uint32_t a, uint32_t b)
-{
-	u64(r, (uint64_t)a | ((uint64_t)b << 32));
-}
-
-static void str(struct rec *r, const char *s)
-{
-	size_t len = (strlen(s) + 8) & ~(size_t)7;
-
-	memcpy((uint8_t *)r->buf + r->n, s, strlen(s));
-	r->n += len;
-}
-
-/* The sample_id trailer: pid/tid, time, cpu. */
-static void trailer(struct rec *r, uint32_t pid, uint32_t tid, uint64_t time)
-{
-	u32x2(r, pid, tid);
-	u64(r, time);
-	u32x2(r, 1, 0);
-}
-
-static const struct perf_event_header *end(struct rec *r)
-{
-	struct perf_event_header *h = (struct perf_event_header *)r->buf;
-
-	h->size = (uint16_t)r->n;
-	return h;
-}
 
 static void test_sample(void **state)
 {
@@ -75,18 +26,18 @@ static void test_sample(void **state)
 	const struct perf_event_header *h;
 
 	(void)state;
-	begin(&r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
-	u64(&r, 0x401234);         /* ip */
-	u32x2(&r, 100, 101);       /* pid, tid */
-	u64(&r, 123456789);        /* time */
-	u32x2(&r, 1, 0);           /* cpu */
-	u64(&r, 10101010);         /* period */
-	u64(&r, 4);                /* nr */
-	u64(&r, PERF_CONTEXT_USER);
-	u64(&r, 0x401234);
-	u64(&r, 0x401100);
-	u64(&r, 0x400800);
-	h = end(&r);
+	rec_begin(&r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
+	rec_u64(&r, 0x401234);         /* ip */
+	rec_u32x2(&r, 100, 101);       /* pid, tid */
+	rec_u64(&r, 123456789);        /* time */
+	rec_u32x2(&r, 1, 0);           /* cpu */
+	rec_u64(&r, 10101010);         /* period */
+	rec_u64(&r, 4);                /* nr */
+	rec_u64(&r, PERF_CONTEXT_USER);
+	rec_u64(&r, 0x401234);
+	rec_u64(&r, 0x401100);
+	rec_u64(&r, 0x400800);
+	h = rec_end(&r);
 	assert_int_equal(fx_record_sample(&fmt, h, &s), 0);
 	assert_int_equal(s.ip, 0x401234);
 	assert_int_equal(s.pid, 100);
@@ -117,17 +68,16 @@ static void test_mmap2_build_id(void **state)
 
 	(void)state;
 	memcpy(idbuf + 4, bid, 20);
-	begin(&r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER | PERF_RECORD_MISC_MMAP_BUILD_ID);
-	u32x2(&r, 200, 200);
-	u64(&r, 0x7f0000001000);
-	u64(&r, 0x2000);
-	u64(&r, 0x1000);
-	memcpy((uint8_t *)r.buf + r.n, idbuf, 24);
-	r.n += 24;
-	u32x2(&r, 5, 2); /* prot, flags */
-	str(&r, "/usr/lib/x86_64-linux-gnu/libc.so.6");
-	trailer(&r, 200, 200, 555);
-	assert_int_equal(fx_record_mmap2(&fmt, end(&r), &m), 0);
+	rec_begin(&r, PERF_RECORD_MMAP2, PERF_RECORD_MISC_USER | PERF_RECORD_MISC_MMAP_BUILD_ID);
+	rec_u32x2(&r, 200, 200);
+	rec_u64(&r, 0x7f0000001000);
+	rec_u64(&r, 0x2000);
+	rec_u64(&r, 0x1000);
+	rec_bytes(&r, idbuf, 24);
+	rec_u32x2(&r, 5, 2); /* prot, flags */
+	rec_str(&r, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	rec_trailer(&r, 200, 200, 555);
+	assert_int_equal(fx_record_mmap2(&fmt, rec_end(&r), &m), 0);
 	assert_int_equal(m.pid, 200);
 	assert_int_equal(m.start, 0x7f0000001000);
 	assert_int_equal(m.len, 0x2000);
@@ -138,7 +88,7 @@ static void test_mmap2_build_id(void **state)
 	assert_string_equal(m.filename, "/usr/lib/x86_64-linux-gnu/libc.so.6");
 	assert_true(m.exec);
 	assert_int_equal(m.id.time, 555);
-	assert_int_equal(fx_record_time(&fmt, end(&r)), 555);
+	assert_int_equal(fx_record_time(&fmt, rec_end(&r)), 555);
 }
 
 static void test_mmap2_unterminated_name(void **state)
@@ -147,19 +97,18 @@ static void test_mmap2_unterminated_name(void **state)
 	struct fx_record_mmap m;
 
 	(void)state;
-	begin(&r, PERF_RECORD_MMAP2, 0);
-	u32x2(&r, 1, 1);
-	u64(&r, 0x1000);
-	u64(&r, 0x1000);
-	u64(&r, 0);
-	u64(&r, 0);
-	u64(&r, 0);
-	u64(&r, 0);
-	u32x2(&r, 5, 2);
-	memcpy((uint8_t *)r.buf + r.n, "abcdefgh", 8); /* no NUL before the end */
-	r.n += 8;
+	rec_begin(&r, PERF_RECORD_MMAP2, 0);
+	rec_u32x2(&r, 1, 1);
+	rec_u64(&r, 0x1000);
+	rec_u64(&r, 0x1000);
+	rec_u64(&r, 0);
+	rec_u64(&r, 0);
+	rec_u64(&r, 0);
+	rec_u64(&r, 0);
+	rec_u32x2(&r, 5, 2);
+	rec_bytes(&r, "abcdefgh", 8); /* no NUL before the end */
 	assert_int_equal(fx_record_mmap2(&(struct fx_record_fmt){ .sample_type = fmt.sample_type },
-					 end(&r), &m),
+					 rec_end(&r), &m),
 			 -EINVAL);
 }
 
@@ -169,11 +118,11 @@ static void test_comm_exec(void **state)
 	struct fx_record_comm c;
 
 	(void)state;
-	begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
-	u32x2(&r, 300, 300);
-	str(&r, "fx-short");
-	trailer(&r, 300, 300, 777);
-	assert_int_equal(fx_record_comm(&fmt, end(&r), &c), 0);
+	rec_begin(&r, PERF_RECORD_COMM, PERF_RECORD_MISC_COMM_EXEC);
+	rec_u32x2(&r, 300, 300);
+	rec_str(&r, "fx-short");
+	rec_trailer(&r, 300, 300, 777);
+	assert_int_equal(fx_record_comm(&fmt, rec_end(&r), &c), 0);
 	assert_int_equal(c.pid, 300);
 	assert_string_equal(c.comm, "fx-short");
 	assert_true(c.exec);
@@ -187,28 +136,28 @@ static void test_fork_and_lost(void **state)
 	struct fx_record_lost l;
 
 	(void)state;
-	begin(&r, PERF_RECORD_FORK, 0);
-	u32x2(&r, 401, 400);
-	u32x2(&r, 401, 400);
-	u64(&r, 999);
-	trailer(&r, 400, 400, 999);
-	assert_int_equal(fx_record_task(&fmt, end(&r), &t), 0);
+	rec_begin(&r, PERF_RECORD_FORK, 0);
+	rec_u32x2(&r, 401, 400);
+	rec_u32x2(&r, 401, 400);
+	rec_u64(&r, 999);
+	rec_trailer(&r, 400, 400, 999);
+	assert_int_equal(fx_record_task(&fmt, rec_end(&r), &t), 0);
 	assert_int_equal(t.pid, 401);
 	assert_int_equal(t.ppid, 400);
 	assert_int_equal(t.time, 999);
 
-	begin(&r, PERF_RECORD_LOST, 0);
-	u64(&r, 1); /* id */
-	u64(&r, 17);
-	trailer(&r, 0, 0, 1000);
-	assert_int_equal(fx_record_lost(&fmt, end(&r), &l), 0);
+	rec_begin(&r, PERF_RECORD_LOST, 0);
+	rec_u64(&r, 1); /* id */
+	rec_u64(&r, 17);
+	rec_trailer(&r, 0, 0, 1000);
+	assert_int_equal(fx_record_lost(&fmt, rec_end(&r), &l), 0);
 	assert_int_equal(l.lost, 17);
 	assert_int_equal(l.id.time, 1000);
 
-	begin(&r, PERF_RECORD_LOST_SAMPLES, 0);
-	u64(&r, 5);
-	trailer(&r, 0, 0, 1001);
-	assert_int_equal(fx_record_lost(&fmt, end(&r), &l), 0);
+	rec_begin(&r, PERF_RECORD_LOST_SAMPLES, 0);
+	rec_u64(&r, 5);
+	rec_trailer(&r, 0, 0, 1001);
+	assert_int_equal(fx_record_lost(&fmt, rec_end(&r), &l), 0);
 	assert_int_equal(l.lost, 5);
 }
 
