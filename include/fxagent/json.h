@@ -30,6 +30,10 @@ void fx_json_free(struct fx_json *j);
  * -EINVAL for unbalanced nesting or a value where a key was due). */
 int fx_json_finish(struct fx_json *j);
 
+/* The first error seen so far (0 if none), without flushing: lets a caller
+ * that writes part of a larger document report the writer's errors. */
+int fx_json_error(const struct fx_json *j);
+
 void fx_json_object_begin(struct fx_json *j);
 void fx_json_object_end(struct fx_json *j);
 void fx_json_array_begin(struct fx_json *j);
