@@ -4,6 +4,7 @@
  * by the window, then everything is streamed through fx_json. The JSON text
  * itself is never held in memory. */
 #include "fxagent/profile.h"
+#include "fxagent/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,38 +21,6 @@
 #define SCHEMA_RECORDING "FxRecording"
 #define SCHEMA_LOST	 "FxLostSamples"
 #define UNKNOWN_NAME	 "[unknown]"
-
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-/* Grows *@arr to hold @need elements of @elem bytes. */
-static int grow(void *arr, size_t *cap, size_t need, size_t elem)
-{
-	void **p = arr;
-	size_t ncap;
-	void *np;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap : 64;
-	while (ncap < need)
-		ncap *= 2;
-	if (ncap > SIZE_MAX / elem)
-		return -ENOMEM;
-	np = realloc(*p, ncap * elem);
-	if (!np)
-		return -ENOMEM;
-	*p = np;
-	*cap = ncap;
-	return 0;
-}
 
 /* Open addressing from a key to an index; slots hold index + 1, 0 = empty.
  * The keys live in the caller's table; @key_hash reads them back on rehash. */
@@ -116,7 +85,7 @@ static uint64_t hash_bytes(const char *s, size_t len)
 		h ^= (unsigned char)s[i];
 		h *= 0x100000001b3ULL;
 	}
-	return mix64(h);
+	return fx_mix64(h);
 }
 
 /* Returns the index of @s in the string array, adding it; -ENOMEM on failure. */
@@ -126,7 +95,7 @@ static int64_t str_intern(struct strtab *t, const char *s)
 	uint64_t hash = hash_bytes(s, len);
 
 	if (index_hash_reserve(&t->h, t->n, str_hash_at, t) < 0 ||
-	    grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+	    fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
 		return -ENOMEM;
 	for (pos = hash & (t->h.cap - 1); t->h.slots[pos]; pos = (pos + 1) & (t->h.cap - 1)) {
 		const struct str *e = &t->v[t->h.slots[pos] - 1];
@@ -153,7 +122,7 @@ struct pairtab {
 
 static uint64_t pair_hash(uint64_t a, uint64_t b)
 {
-	return mix64(a * 0x9e3779b97f4a7c15ULL ^ mix64(b));
+	return fx_mix64(a * 0x9e3779b97f4a7c15ULL ^ fx_mix64(b));
 }
 
 static uint64_t pair_hash_at(const void *table, uint32_t idx)
@@ -192,7 +161,7 @@ static int64_t pair_intern(struct pairtab *t, uint64_t a, uint64_t b)
 	size_t pos;
 
 	if (index_hash_reserve(&t->h, t->n, pair_hash_at, t) < 0 ||
-	    grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+	    fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
 		return -ENOMEM;
 	pos = pair_slot(t, a, b);
 	if (t->h.slots[pos])
@@ -323,7 +292,7 @@ static int64_t native_symbol(struct tables *t, int32_t lib, const struct fx_sym_
 	if (idx < 0 || (size_t)idx < before)
 		return idx;
 	name = str_intern(&t->strs, *r->sym_name ? r->sym_name : UNKNOWN_NAME);
-	if (name < 0 || grow(&t->nsyms, &t->nsyms_cap, (size_t)idx + 1, sizeof(*t->nsyms)) < 0)
+	if (name < 0 || fx_grow(&t->nsyms, &t->nsyms_cap, (size_t)idx + 1, sizeof(*t->nsyms)) < 0)
 		return -ENOMEM;
 	t->nsyms[idx] = (struct nsym){ .lib = (uint32_t)lib,
 				       .name = (uint32_t)name,
@@ -387,7 +356,7 @@ static int build_frames(struct tables *t)
 			return (int)t->frame_nsym[i];
 		if (t->npframes + n >= UINT32_MAX)
 			return -E2BIG;
-		if (grow(&t->pframe_func, &cap, t->npframes + n, sizeof(*t->pframe_func)) < 0)
+		if (fx_grow(&t->pframe_func, &cap, t->npframes + n, sizeof(*t->pframe_func)) < 0)
 			return -ENOMEM;
 		t->frame_base[i] = (uint32_t)t->npframes;
 		for (uint32_t k = 0; k < n; k++) {

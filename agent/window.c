@@ -1,46 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/window.h"
+#include "fxagent/util.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
 static uint64_t frame_hash(uint32_t object, uint64_t addr)
 {
-	return mix64(addr ^ ((uint64_t)object << 40) ^ object);
+	return fx_mix64(addr ^ ((uint64_t)object << 40) ^ object);
 }
 
 static uint64_t stack_hash(uint32_t parent, uint32_t frame)
 {
-	return mix64(((uint64_t)parent << 32) | frame);
-}
-
-static int grow(void **arr, size_t *cap, size_t need, size_t elem)
-{
-	size_t ncap;
-	void *p;
-
-	if (need <= *cap)
-		return 0;
-	ncap = *cap ? *cap * 2 : 256;
-	while (ncap < need)
-		ncap *= 2;
-	p = realloc(*arr, ncap * elem);
-	if (!p)
-		return -ENOMEM;
-	*arr = p;
-	*cap = ncap;
-	return 0;
+	return fx_mix64(((uint64_t)parent << 32) | frame);
 }
 
 void fx_window_init(struct fx_window *w, size_t max_stacks)
@@ -120,7 +93,7 @@ uint32_t fx_window_intern_frame(struct fx_window *w, uint32_t object, uint64_t a
 		pos = (pos + 1) & (w->frame_hash_cap - 1);
 	}
 	if (w->nframes >= FX_OBJ_UNKNOWN - 1 ||
-	    grow((void **)&w->frames, &w->frames_cap, w->nframes + 1, sizeof(*w->frames)) < 0)
+	    fx_grow(&w->frames, &w->frames_cap, w->nframes + 1, sizeof(*w->frames)) < 0)
 		goto nomem;
 	w->frames[w->nframes] = (struct fx_window_frame){ .object = object, .addr = addr };
 	w->frame_hash[pos] = (uint32_t)w->nframes + 1;
@@ -150,7 +123,7 @@ static uint32_t intern_node(struct fx_window *w, uint32_t parent, uint32_t frame
 		errno = ENOSPC;
 		return FX_NONE;
 	}
-	if (grow((void **)&w->stacks, &w->stacks_cap, w->nstacks + 1, sizeof(*w->stacks)) < 0)
+	if (fx_grow(&w->stacks, &w->stacks_cap, w->nstacks + 1, sizeof(*w->stacks)) < 0)
 		goto nomem;
 	w->stacks[w->nstacks] = (struct fx_window_stack){ .parent = parent, .frame = frame };
 	w->stack_hash[pos] = (uint32_t)w->nstacks + 1;
@@ -180,7 +153,7 @@ uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_fram
 int fx_window_add_sample(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
 			 uint32_t stack)
 {
-	if (grow((void **)&w->samples, &w->samples_cap, w->nsamples + 1, sizeof(*w->samples)) < 0)
+	if (fx_grow(&w->samples, &w->samples_cap, w->nsamples + 1, sizeof(*w->samples)) < 0)
 		return -ENOMEM;
 	w->samples[w->nsamples++] = (struct fx_window_sample){
 		.time_ns = time_ns, .pid = pid, .tid = tid, .stack = stack
