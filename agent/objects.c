@@ -261,6 +261,7 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 	struct fx_object *ob;
 	uint32_t id;
 	const char *slash;
+	size_t len;
 
 	if (!m->path || !m->path[0])
 		return FX_NONE;
@@ -284,6 +285,11 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 		free(ob);
 		return FX_NONE;
 	}
+	/* The kernel names a file unlinked before the record was made
+	 * "PATH (deleted)"; the binary is still PATH to the user. */
+	len = strlen(ob->path);
+	if (len > 10 && strcmp(ob->path + len - 10, " (deleted)") == 0)
+		ob->path[len - 10] = '\0';
 	slash = strrchr(ob->path, '/');
 	ob->name = slash ? slash + 1 : ob->path;
 	ob->fd = -1;
