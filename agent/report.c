@@ -148,6 +148,7 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 	}
 	if (c->in->on_symbolize)
 		c->in->on_symbolize(w->nframes, objects);
+	fx_symbolizer_begin_batch(c->in->symbolizer);
 	stats->addresses = w->nframes;
 	stats->objects = objects;
 	while (i < w->nframes) {

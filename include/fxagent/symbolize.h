@@ -22,7 +22,7 @@ struct fx_sym_frame {
 };
 
 /* What one address is. All pointers are owned by the symbolizer and stay valid
- * until fx_symbolizer_free(). */
+ * until the next fx_symbolizer_begin_batch() or fx_symbolizer_free(). */
 struct fx_sym_result {
 	uint64_t rel_addr;    /* address relative to the object's image base (the lowest
 				 PT_LOAD p_vaddr, page-aligned down): the profile's frame address */
@@ -61,6 +61,12 @@ struct fx_symbolizer_stats {
 /* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */
 struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts);
 void fx_symbolizer_free(struct fx_symbolizer *s);
+
+/* Starts a batch (one window). The caches are bounded (512 objects, 2^18
+ * results per object) and evict only what the current batch has not used, so
+ * every result of a batch stays valid until the next batch begins; a batch
+ * that uses more objects than the bound holds them all until then. */
+void fx_symbolizer_begin_batch(struct fx_symbolizer *s);
 
 /* Resolves @n file offsets (offsets in the ELF file, as perf mappings give them:
  * addr - map_start + pgoff) of the object @src. Fills out[0..n-1] always: when

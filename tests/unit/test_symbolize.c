@@ -1,0 +1,656 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Symbolizes ELF fixtures built at test time (tests/unit/fixtures). Expected
+ * addresses come from the fixtures' own .symtab (read here with libelf),
+ * expected lines from "LINE:<tag>" comments in the fixture source.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fxagent/elf.h"
+#include "fxagent/symbolize.h"
+
+#ifndef FX_FIXTURE_DIR
+#error "FX_FIXTURE_DIR comes from tests/unit/fixtures/CMakeLists.txt"
+#endif
+
+#define FIX(name) FX_FIXTURE_DIR "/" name
+
+struct elf_sym {
+	uint64_t vaddr, size;
+	uint64_t offset; /* file offset of vaddr */
+	uint64_t base;	 /* image base of the file */
+};
+
+/* Reads symbol @name from the .symtab of @path, the way the test expects the
+ * symbolizer to see it. */
+static struct elf_sym fixture_sym(const char *path, const char *name)
+{
+	struct elf_sym r = { 0 };
+	Elf_Scn *scn = NULL;
+	size_t i, n, nph;
+	bool found = false;
+	uint64_t min = UINT64_MAX;
+	Elf *elf;
+	int fd;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		n = sh.sh_size / sh.sh_entsize;
+		for (i = 0; i < n; i++) {
+			GElf_Sym sym;
+			const char *sn;
+
+			gelf_getsym(d, (int)i, &sym);
+			sn = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (sn && strcmp(sn, name) == 0) {
+				r.vaddr = sym.st_value;
+				r.size = sym.st_size;
+				found = true;
+				break;
+			}
+		}
+	}
+	if (!found)
+		fail_msg("no symbol %s in %s", name, path);
+	assert_int_equal(elf_getphdrnum(elf, &nph), 0);
+	for (i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		gelf_getphdr(elf, (int)i, &ph);
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_vaddr < min)
+			min = ph.p_vaddr;
+		if ((ph.p_flags & PF_X) && r.vaddr >= ph.p_vaddr &&
+		    r.vaddr < ph.p_vaddr + ph.p_filesz)
+			r.offset = r.vaddr - ph.p_vaddr + ph.p_offset;
+	}
+	assert_true(r.offset != 0);
+	r.base = min & ~(uint64_t)4095;
+	elf_end(elf);
+	close(fd);
+	return r;
+}
+
+/* Line of the "LINE:<tag>" comment in the fixture source. */
+static uint32_t marker_line(const char *tag)
+{
+	char line[512], want[64];
+	uint32_t no = 0;
+	FILE *f = fopen(FX_FIXTURE_SRC "/fxfix.c", "re");
+
+	assert_non_null(f);
+	snprintf(want, sizeof(want), "LINE:%s ", tag);
+	while (fgets(line, sizeof(line), f)) {
+		no++;
+		if (strstr(line, want)) {
+			fclose(f);
+			return no;
+		}
+	}
+	fclose(f);
+	fail_msg("no marker %s", tag);
+	return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int resolve_path(struct fx_symbolizer *s, const char *path, const uint64_t *offs, size_t n,
+			struct fx_sym_result *out)
+{
+	struct fx_elf_source src = { .fd = -1, .path = path };
+
+	return fx_symbolizer_resolve(s, &src, offs, n, out);
+}
+
+/* Resolves @sym's start + 1 in @path (its address read from @sym_path, which
+ * has the same layout) and checks the outer function. */
+static struct fx_sym_result expect_function_in(struct fx_symbolizer *s, const char *path,
+					       const char *sym_path, const char *sym,
+					       const char *want_name)
+{
+	struct elf_sym e = fixture_sym(sym_path, sym);
+	uint64_t off = e.offset + 1;
+	struct fx_sym_result r;
+
+	assert_int_equal(resolve_path(s, path, &off, 1, &r), 0);
+	assert_non_null(r.sym_name);
+	assert_string_equal(r.sym_name, want_name);
+	assert_true(r.n_frames >= 1);
+	assert_string_equal(r.frames[0].name, want_name);
+	assert_int_equal(r.rel_addr, e.vaddr + 1 - e.base);
+	assert_int_equal(r.sym_addr, e.vaddr - e.base);
+	assert_int_equal(r.sym_size, e.size);
+	return r;
+}
+
+static struct fx_sym_result expect_function(struct fx_symbolizer *s, const char *path,
+					    const char *sym, const char *want_name)
+{
+	return expect_function_in(s, path, path, sym, want_name);
+}
+
+static void test_functions(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct fx_sym_result r;
+
+	(void)state;
+	assert_non_null(s);
+	r = expect_function(s, FIX("libfxfix.so"), "fx_fix_alpha", "fx_fix_alpha");
+	assert_true(ends_with(r.frames[0].file, "fxfix.c"));
+	assert_true(r.frames[0].line > 0);
+	expect_function(s, FIX("libfxfix.so"), "fx_fix_beta", "fx_fix_beta");
+	expect_function(s, FIX("libfxfix.so"), "fx_fix_hidden", "fx_fix_hidden");
+	expect_function(s, FIX("fxfix-pie"), "main", "main");
+	expect_function(s, FIX("fxfix-pie"), "fx_fix_beta", "fx_fix_beta");
+	/* Non-PIE: the image base is the first PT_LOAD (0x400000), not 0. */
+	r = expect_function(s, FIX("fxfix-nopie"), "fx_fix_alpha", "fx_fix_alpha");
+	assert_true(r.sym_addr < 0x100000);
+	expect_function(s, FIX("fxfix-nopie"), "main", "main");
+	fx_symbolizer_free(s);
+}
+
+static void check_inline_in(struct fx_symbolizer *s, const char *path, const char *sym_path)
+{
+	struct elf_sym here = fixture_sym(sym_path, "fx_fix_inline_mark");
+	struct fx_sym_result r;
+
+	assert_int_equal(resolve_path(s, path, &here.offset, 1, &r), 0);
+	assert_int_equal(r.n_frames, 2);
+	assert_string_equal(r.sym_name, "fx_fix_caller");
+	assert_string_equal(r.frames[0].name, "fx_fix_caller");
+	assert_int_equal(r.frames[0].line, marker_line("call"));
+	assert_true(ends_with(r.frames[0].file, "fxfix.c"));
+	assert_string_equal(r.frames[1].name, "fx_fix_helper");
+	assert_int_equal(r.frames[1].line, marker_line("helper"));
+	assert_true(ends_with(r.frames[1].file, "fxfix.c"));
+}
+
+static void check_inline(struct fx_symbolizer *s, const char *path)
+{
+	check_inline_in(s, path, path);
+}
+
+static void test_inline_frames(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct fx_symbolizer_opts no_inline = { .no_inline = true };
+	struct elf_sym e = fixture_sym(FIX("libfxfix.so"), "fx_fix_inline_mark");
+	struct fx_sym_result r;
+
+	(void)state;
+	check_inline(s, FIX("libfxfix.so"));
+	check_inline(s, FIX("fxfix-pie"));
+	fx_symbolizer_free(s);
+
+	/* Without DWARF: the function only. */
+	s = fx_symbolizer_new(&no_inline);
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &e.offset, 1, &r), 0);
+	assert_int_equal(r.n_frames, 1);
+	assert_string_equal(r.frames[0].name, "fx_fix_caller");
+	assert_int_equal(r.frames[0].line, 0);
+	fx_symbolizer_free(s);
+}
+
+static void test_cpp_demangled(void **state)
+{
+	struct fx_symbolizer_opts raw = { .no_demangle = true };
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+
+	(void)state;
+	expect_function(s, FIX("libfxfix-cpp.so"), "_ZN4fxns5twiceIiEET_S1_",
+			"int fxns::twice<int>(int)");
+	expect_function(s, FIX("libfxfix-cpp.so"), "_ZN4fxns5twiceIlEET_S1_",
+			"long fxns::twice<long>(long)");
+	fx_symbolizer_free(s);
+	s = fx_symbolizer_new(&raw);
+	expect_function(s, FIX("libfxfix-cpp.so"), "_ZN4fxns5twiceIiEET_S1_",
+			"_ZN4fxns5twiceIiEET_S1_");
+	fx_symbolizer_free(s);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+/* A debug root holding libfxfix.debug under .build-id/xx/rest.debug. */
+static void make_debug_root(char *root, size_t cap)
+{
+	char hex[2 * FX_BUILD_ID_MAX + 1], dir[4096], link[8192];
+	uint8_t id[FX_BUILD_ID_MAX];
+	int fd, len;
+
+	snprintf(root, cap, "/tmp/fx-symbolize-test.XXXXXX");
+	assert_non_null(mkdtemp(root));
+	fd = open(FIX("libfxfix.debug"), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	len = fx_elf_build_id_fd(fd, id, sizeof(id));
+	close(fd);
+	assert_true(len > 2);
+	fx_elf_hex(id, (size_t)len, hex);
+	snprintf(dir, sizeof(dir), "%s/.build-id", root);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/.build-id/%.2s", root, hex);
+	assert_int_equal(mkdir(dir, 0755), 0);
+	snprintf(link, sizeof(link), "%s/%s.debug", dir, hex + 2);
+	assert_int_equal(symlink(FIX("libfxfix.debug"), link), 0);
+}
+
+static int count_fds(void)
+{
+	char path[64];
+	int n = 0, fd;
+
+	for (fd = 0; fd < 1024; fd++) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n += access(path, F_OK) == 0;
+	}
+	return n;
+}
+
+static void test_debug_file_by_build_id(void **state)
+{
+	char root[64], empty[128];
+	const char *dirs[] = { NULL, NULL };
+	struct fx_symbolizer_opts opts = { .debug_dirs = dirs };
+	struct elf_sym hid = fixture_sym(FIX("libfxfix.so"), "fx_fix_hidden");
+	struct fx_symbolizer *s;
+	struct fx_sym_result r;
+	int fds;
+
+	(void)state;
+	make_debug_root(root, sizeof(root));
+	snprintf(empty, sizeof(empty), "%s/.build-id/00", root);
+
+	/* Stripped and no debug file: the hidden function has no name. */
+	dirs[0] = empty;
+	s = fx_symbolizer_new(&opts);
+	hid.offset += 1;
+	assert_int_equal(resolve_path(s, FIX("libfxfix-stripped.so"), &hid.offset, 1, &r), 0);
+	assert_true(r.sym_name == NULL || strcmp(r.sym_name, "fx_fix_hidden") != 0);
+	fx_symbolizer_free(s);
+
+	/* With the debug root: names, lines and inline frames come back. */
+	dirs[0] = root;
+	fds = count_fds();
+	s = fx_symbolizer_new(&opts);
+	r = expect_function_in(s, FIX("libfxfix-stripped.so"), FIX("libfxfix.so"), "fx_fix_hidden",
+			       "fx_fix_hidden");
+	assert_true(r.frames[0].line > 0);
+	check_inline_in(s, FIX("libfxfix-stripped.so"), FIX("libfxfix.so"));
+	/* Cached objects keep no file open. */
+	assert_int_equal(count_fds(), fds);
+	fx_symbolizer_free(s);
+	assert_int_equal(nftw(root, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void test_debug_file_by_debuglink(void **state)
+{
+	const char *dirs[] = { "/nonexistent-debug-root", NULL };
+	struct fx_symbolizer_opts opts = { .debug_dirs = dirs };
+	struct fx_symbolizer *s = fx_symbolizer_new(&opts);
+
+	(void)state;
+	expect_function_in(s, FIX("libfxfix-dl.so"), FIX("libfxfix.so"), "fx_fix_hidden",
+			   "fx_fix_hidden");
+	check_inline_in(s, FIX("libfxfix-dl.so"), FIX("libfxfix.so"));
+	fx_symbolizer_free(s);
+}
+
+static void test_lld_segments(void **state)
+{
+#ifdef FX_HAVE_LLD_FIXTURE
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct elf_sym e = fixture_sym(FIX("libfxfix-lld.so"), "fx_fix_alpha");
+
+	(void)state;
+	/* The case that matters: text's address differs from its file offset. */
+	assert_true(e.vaddr != e.offset);
+	expect_function(s, FIX("libfxfix-lld.so"), "fx_fix_alpha", "fx_fix_alpha");
+	expect_function(s, FIX("libfxfix-lld.so"), "fx_fix_call_hidden", "fx_fix_call_hidden");
+	check_inline(s, FIX("libfxfix-lld.so"));
+	fx_symbolizer_free(s);
+#else
+	(void)state;
+	skip();
+#endif
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "we");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void expect_fallback(struct fx_symbolizer *s, const char *path, const char *base_name,
+			    bool want_error)
+{
+	uint64_t offs[] = { 0x0, 0x1234, 0x10 };
+	struct fx_sym_result r[3];
+	char want[256];
+	int ret;
+	size_t i;
+
+	ret = resolve_path(s, path, offs, 3, r);
+	if (want_error)
+		assert_true(ret < 0);
+	for (i = 0; i < 3; i++) {
+		assert_null(r[i].sym_name);
+		assert_int_equal(r[i].n_frames, 1);
+		snprintf(want, sizeof(want), "%s+0x%" PRIx64, base_name, offs[i]);
+		assert_string_equal(r[i].frames[0].name, want);
+	}
+}
+
+static void test_bad_files(void **state)
+{
+	char dir[64], trunc[128], rnd[128], empty[128];
+	unsigned char buf[4096];
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct fx_symbolizer_stats st;
+	FILE *f;
+	size_t i;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/fx-symbolize-bad.XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	f = fopen(FIX("libfxfix.so"), "re");
+	assert_non_null(f);
+	assert_int_equal(fread(buf, 1, 1000, f), 1000);
+	fclose(f);
+	snprintf(trunc, sizeof(trunc), "%s/trunc.so", dir);
+	write_file(trunc, buf, 1000);
+	srand(42);
+	for (i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)rand();
+	snprintf(rnd, sizeof(rnd), "%s/random.bin", dir);
+	write_file(rnd, buf, sizeof(buf));
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	write_file(empty, buf, 0);
+
+	/* A truncated ELF file is readable in part: no symbols, no error needed. */
+	expect_fallback(s, trunc, "trunc.so", false);
+	expect_fallback(s, rnd, "random.bin", true);
+	expect_fallback(s, empty, "empty", true);
+	expect_fallback(s, "/nonexistent/dir/libgone.so.1", "libgone.so.1", true);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.lookups, 12);
+	assert_int_equal(st.unresolved, 12);
+	/* Failures are remembered: asking again does not open the files again. */
+	expect_fallback(s, rnd, "random.bin", true);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 4);
+	assert_int_equal(st.cache_hits, 3);
+	fx_symbolizer_free(s);
+	assert_int_equal(nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
+static void test_no_symbol_fallback(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	uint64_t off = 0x10; /* inside the ELF header */
+	struct fx_sym_result r;
+
+	(void)state;
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r), 0);
+	assert_null(r.sym_name);
+	assert_int_equal(r.n_frames, 1);
+	assert_string_equal(r.frames[0].name, "libfxfix.so+0x10");
+	fx_symbolizer_free(s);
+}
+
+static void test_fd_source_and_cache(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct elf_sym a = fixture_sym(FIX("libfxfix.so"), "fx_fix_alpha");
+	struct elf_sym b = fixture_sym(FIX("libfxfix.so"), "fx_fix_beta");
+	uint64_t offs[] = { a.offset, b.offset + 2, a.offset + 3 };
+	struct fx_sym_result r1[3], r2[3];
+	struct fx_symbolizer_stats st;
+	struct fx_elf_source src = { .path = "/some/where/libfxfix.so" };
+	int fd = open(FIX("libfxfix.so"), O_RDONLY | O_CLOEXEC);
+	size_t i;
+
+	(void)state;
+	assert_true(fd >= 0);
+	/* The fd is read (the path need not exist) and not consumed. */
+	src.fd = fd;
+	assert_int_equal(fx_symbolizer_resolve(s, &src, offs, 3, r1), 0);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 1);
+	assert_int_equal(st.lookups, 3);
+	assert_int_equal(st.cache_hits, 0);
+	assert_string_equal(r1[0].sym_name, "fx_fix_alpha");
+	assert_string_equal(r1[1].sym_name, "fx_fix_beta");
+	assert_string_equal(r1[2].sym_name, "fx_fix_alpha");
+	assert_int_equal(fcntl(fd, F_GETFD), FD_CLOEXEC);
+
+	assert_int_equal(fx_symbolizer_resolve(s, &src, offs, 3, r2), 0);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 1);
+	assert_int_equal(st.lookups, 6);
+	assert_int_equal(st.cache_hits, 3);
+	assert_int_equal(st.unresolved, 0);
+	for (i = 0; i < 3; i++) {
+		assert_ptr_equal(r1[i].frames, r2[i].frames);
+		assert_int_equal(r1[i].rel_addr, r2[i].rel_addr);
+	}
+	close(fd);
+	fx_symbolizer_free(s);
+	fx_symbolizer_free(NULL);
+}
+
+/* The object set is bounded: the least recently used object of an earlier
+ * batch is dropped; the objects of the current batch stay, so its results do. */
+static void test_object_lru(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct fx_symbolizer_stats st;
+	struct fx_sym_result r;
+	uint8_t id[20] = { 0 };
+	struct fx_elf_source src = {
+		.fd = -1, .path = FIX("libfxfix.so"), .build_id = id, .build_id_len = 20
+	};
+	uint64_t off = 0x10;
+	unsigned i;
+
+	(void)state;
+	/* Build-ids the file does not have: the mapping was of another file. */
+	for (i = 0; i < 600; i++) {
+		fx_symbolizer_begin_batch(s);
+		memcpy(id, &i, sizeof(i));
+		assert_int_equal(fx_symbolizer_resolve(s, &src, &off, 1, &r), -ESTALE);
+		assert_string_equal(r.frames[0].name, "libfxfix.so+0x10");
+	}
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 600);
+	/* The most recent one is still known, the first one was dropped. */
+	memcpy(id, &(unsigned){ 599 }, sizeof(i));
+	fx_symbolizer_resolve(s, &src, &off, 1, &r);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 600);
+	memcpy(id, &(unsigned){ 0 }, sizeof(i));
+	fx_symbolizer_resolve(s, &src, &off, 1, &r);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 601);
+	fx_symbolizer_free(s);
+}
+
+/* One batch using more objects than the bound keeps every result valid. */
+static void test_batch_keeps_results(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct fx_symbolizer_stats st;
+	struct fx_sym_result r[600];
+	uint8_t id[20] = { 0 };
+	struct fx_elf_source src = {
+		.fd = -1, .path = FIX("libfxfix.so"), .build_id = id, .build_id_len = 20
+	};
+	uint64_t off = 0x10;
+	unsigned i;
+
+	(void)state;
+	fx_symbolizer_begin_batch(s);
+	for (i = 0; i < 600; i++) {
+		memcpy(id, &i, sizeof(i));
+		fx_symbolizer_resolve(s, &src, &off, 1, &r[i]);
+	}
+	/* Nothing was evicted: the first object is still known... */
+	memcpy(id, &(unsigned){ 0 }, sizeof(i));
+	fx_symbolizer_resolve(s, &src, &off, 1, &r[0]);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 600);
+	/* ...and every result still reads (ASan would catch a freed one). */
+	for (i = 0; i < 600; i++)
+		assert_string_equal(r[i].frames[0].name, "libfxfix.so+0x10");
+	/* The next batch may drop them again, down to the bound. */
+	fx_symbolizer_begin_batch(s);
+	memcpy(id, &(unsigned){ 1000 }, sizeof(i));
+	fx_symbolizer_resolve(s, &src, &off, 1, &r[0]);
+	memcpy(id, &(unsigned){ 1 }, sizeof(i));
+	fx_symbolizer_resolve(s, &src, &off, 1, &r[0]);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 602);
+	fx_symbolizer_free(s);
+}
+
+/* A build-id that could not be read at one path is tried again at another. */
+static void test_failure_not_sticky(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct elf_sym e = fixture_sym(FIX("libfxfix.so"), "fx_fix_beta");
+	uint8_t id[FX_BUILD_ID_MAX];
+	struct fx_elf_source src = { .fd = -1, .path = "/nonexistent/libfxfix.so", .build_id = id };
+	struct fx_sym_result r;
+	int fd, len;
+
+	(void)state;
+	fd = open(FIX("libfxfix.so"), O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	len = fx_elf_build_id_fd(fd, id, sizeof(id));
+	close(fd);
+	assert_true(len > 0);
+	src.build_id_len = (size_t)len;
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &e.offset, 1, &r), -ENOENT);
+	assert_null(r.sym_name);
+	src.path = FIX("libfxfix.so");
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &e.offset, 1, &r), 0);
+	assert_string_equal(r.sym_name, "fx_fix_beta");
+	/* Once read, the build-id answers for any path. */
+	src.path = "/elsewhere/libfxfix.so";
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &e.offset, 1, &r), 0);
+	assert_string_equal(r.sym_name, "fx_fix_beta");
+	fx_symbolizer_free(s);
+}
+
+/* Same answers as elfutils' own eu-addr2line -f -i for the inline site. */
+static void test_matches_eu_addr2line(void **state)
+{
+#ifdef FX_EU_ADDR2LINE
+	struct elf_sym e = fixture_sym(FIX("libfxfix.so"), "fx_fix_inline_mark");
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	char cmd[512], line[512];
+	char names[4][512];
+	uint32_t lines[4];
+	struct fx_sym_result r;
+	unsigned n = 0, k;
+	FILE *p;
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "%s -f -i -e %s 0x%" PRIx64, FX_EU_ADDR2LINE, FIX("libfxfix.so"),
+		 e.vaddr);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	/* Pairs of lines: "name[ inlined at ...]" then "file:line[:col]", innermost first. */
+	while (n < 4 && fgets(line, sizeof(line), p)) {
+		char *sp = strchr(line, ' '), *nl = strchr(line, '\n'), *colon;
+
+		if (nl)
+			*nl = '\0';
+		if (sp)
+			*sp = '\0';
+		snprintf(names[n], sizeof(names[n]), "%s", line);
+		if (!fgets(line, sizeof(line), p))
+			break;
+		colon = strchr(line, ':');
+		lines[n] = colon ? (uint32_t)strtoul(colon + 1, NULL, 10) : 0;
+		n++;
+	}
+	if (pclose(p) != 0) {
+		/* elfutils 0.188 needs .debug_aranges, which clang does not emit. */
+		fx_symbolizer_free(s);
+		skip();
+		return;
+	}
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &e.offset, 1, &r), 0);
+	assert_int_equal(r.n_frames, n);
+	for (k = 0; k < n; k++) {
+		assert_string_equal(r.frames[r.n_frames - 1 - k].name, names[k]);
+		assert_int_equal(r.frames[r.n_frames - 1 - k].line, lines[k]);
+	}
+	fx_symbolizer_free(s);
+#else
+	(void)state;
+	skip();
+#endif
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_functions),
+		cmocka_unit_test(test_inline_frames),
+		cmocka_unit_test(test_cpp_demangled),
+		cmocka_unit_test(test_debug_file_by_build_id),
+		cmocka_unit_test(test_debug_file_by_debuglink),
+		cmocka_unit_test(test_lld_segments),
+		cmocka_unit_test(test_bad_files),
+		cmocka_unit_test(test_no_symbol_fallback),
+		cmocka_unit_test(test_fd_source_and_cache),
+		cmocka_unit_test(test_object_lru),
+		cmocka_unit_test(test_batch_keeps_results),
+		cmocka_unit_test(test_failure_not_sticky),
+		cmocka_unit_test(test_matches_eu_addr2line),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
