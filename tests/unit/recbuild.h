@@ -4,6 +4,7 @@
 #define FX_TEST_RECBUILD_H
 
 #include <linux/perf_event.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -57,10 +58,11 @@ static inline void rec_trailer(struct rec *r, uint32_t pid, uint32_t tid, uint64
 
 static inline const struct perf_event_header *rec_end(struct rec *r)
 {
-	struct perf_event_header *h = (struct perf_event_header *)r->buf;
+	uint16_t size = (uint16_t)r->n;
 
-	h->size = (uint16_t)r->n;
-	return h;
+	/* memcpy: buf is u64 storage, and -O2 enforces the aliasing rules. */
+	memcpy((uint8_t *)r->buf + offsetof(struct perf_event_header, size), &size, sizeof(size));
+	return (const struct perf_event_header *)r->buf;
 }
 
 /* The sample the sampler asks for: IP|TID|TIME|CPU|PERIOD|CALLCHAIN. */

@@ -50,11 +50,12 @@ static void test_sample(void **state)
 	assert_int_equal(fx_record_time(&fmt, h), 123456789);
 
 	/* A callchain longer than the record: refused, not read past the end. */
-	((uint64_t *)r.buf)[6] = 40;
+	r.buf[6] = 40;
 	assert_int_equal(fx_record_sample(&fmt, h, &s), -EINVAL);
 	/* A record cut short in its fixed part. */
-	((uint64_t *)r.buf)[6] = 4;
-	((struct perf_event_header *)r.buf)->size = 24;
+	r.buf[6] = 4;
+	r.n = 24;
+	rec_end(&r);
 	assert_int_equal(fx_record_sample(&fmt, h, &s), -EINVAL);
 }
 

@@ -149,7 +149,8 @@ static void test_bogus_size(void **state)
 	(void)state;
 	assert_int_equal(fx_ring_init(&r, &f->meta, PAGE, DATA), 0);
 	put(f, PERF_RECORD_SAMPLE, 64, 0);
-	((struct perf_event_header *)f->data)->size = 4; /* smaller than a header */
+	f->data[offsetof(struct perf_event_header, size)] = 4; /* smaller than a header */
+	f->data[offsetof(struct perf_event_header, size) + 1] = 0;
 	fx_ring_begin(&r);
 	assert_null(fx_ring_next(&r));
 	assert_int_equal(r.corrupt, 1);

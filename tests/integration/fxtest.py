@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: MIT
+"""Helpers for the fxagent integration tests (python3 standard library only).
+
+A test is a function `body(t)` handed to `fxtest.main(body)`. `t` (a Test)
+starts workloads, runs `fxagent --once` around them, lints every profile the
+agent writes, and reads it twice: raw (the gzip JSON itself, see Profile) and
+through the Firefox Profiler's own loader (profiler-cli, see Cli).
+
+`t.check(cond, msg)` records a failure and goes on, so one run reports every
+broken expectation; `t.require(cond, msg)` stops the test. Exit codes: 0 pass,
+1 fail, 77 skip (ctest's SKIP_RETURN_CODE).
+
+Paths come from the environment (the CMake registration sets them):
+  FXAGENT          the agent binary
+  FX_WORKLOAD_DIR  directory of the fx-* workload binaries
+  FX_PROFILER_CLI  profiler-cli from scripts/install-test-deps.sh
+  FX_LINT_PROFILE  tests/tools/lint_profile.py
+  FX_TEST_WORK     scratch root; each test keeps its files in FX_TEST_WORK/<test>
+"""
+
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+SKIP = 77
+
+
+class Stop(Exception):
+    """Raised by Test.require: the test cannot go on."""
+
+
+class Profile:
+    """A processed profile (v66) read straight from the file the agent wrote."""
+
+    def __init__(self, path):
+        self.path = path
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            self.data = json.load(f)
+        shared = self.data["shared"]
+        strings = shared["stringArray"]
+        funcs = shared["funcTable"]
+        frames = shared["frameTable"]
+        stacks = shared["stackTable"]
+        cats = self.data["meta"]["categories"]
+        self.func_names = [strings[i] for i in funcs["name"]]
+        self.frame_func = frames["func"]
+        self.frame_cat = [cats[c]["name"] if c is not None else None
+                          for c in frames["category"]]
+        self.stack_frame = stacks["frame"]
+        self.stack_prefix = [i - off if off else None
+                             for i, off in enumerate(stacks["prefixOffset"])]
+        self._frames_of = {}
+        self.threads = self.data["threads"]
+
+    def stack_frames(self, stack):
+        """Frame indexes of a stack, root first ([] for a null stack)."""
+        if stack is None:
+            return []
+        got = self._frames_of.get(stack)
+        if got is None:
+            out = []
+            s = stack
+            while s is not None:
+                out.append(self.stack_frame[s])
+                s = self.stack_prefix[s]
+            out.reverse()
+            got = self._frames_of[stack] = out
+        return got
+
+    def stack_names(self, stack):
+        """Function names of a stack, root first."""
+        return [self.func_names[self.frame_func[f]] for f in self.stack_frames(stack)]
+
+    def samples(self, thread):
+        """(stack, weight) for each sample of a thread."""
+        s = thread["samples"]
+        weights = s.get("weight") or [1] * s["length"]
+        return list(zip(s["stack"], weights))
+
+    def threads_of(self, pid):
+        return [th for th in self.threads if str(th["pid"]) == str(pid)]
+
+    def threads_named(self, name):
+        return [th for th in self.threads if th["name"] == name]
+
+    def weight(self, threads, pred=lambda stack: True):
+        """Total sample weight of `threads` whose stack satisfies pred(stack)."""
+        return sum(w for th in threads for st, w in self.samples(th) if pred(st))
+
+    def share(self, threads, pred):
+        """Percentage of the threads' samples whose stack satisfies pred."""
+        total = self.weight(threads)
+        return 100.0 * self.weight(threads, pred) / total if total else 0.0
+
+    def has_func(self, name):
+        return lambda st: name in self.stack_names(st)
+
+    def kernel_frames(self, stack):
+        return [f for f in self.stack_frames(stack) if self.frame_cat[f] == "Kernel"]
+
+
+class Cli:
+    """One profiler-cli session on one profile, in its own session directory."""
+
+    def __init__(self, t, exe, profile_path, tag):
+        self.t = t
+        self.exe = exe
+        self.tag = tag
+        # Its directory first on PATH: a newer node installed beside it (see
+        # scripts/install-test-deps.sh) then runs it.
+        self.env = dict(os.environ, PROFILER_CLI_SESSION_DIR=os.path.join(t.work, "pcli-" + tag),
+                        PATH=os.path.dirname(exe) + os.pathsep + os.environ.get("PATH", ""))
+        os.makedirs(self.env["PROFILER_CLI_SESSION_DIR"], exist_ok=True)
+        out = self.run("load", profile_path)
+        t.require("Profile load failed" not in out,
+                  f"profiler-cli cannot load {profile_path}: {out.strip()}")
+
+    def run(self, *args):
+        cmd = [self.exe, *args]
+        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=120)
+        if p.returncode != 0:
+            raise Stop(f"`{' '.join(cmd)}` exited {p.returncode}: {p.stdout.strip()} "
+                       f"{p.stderr.strip()}")
+        return p.stdout
+
+    def json(self, *args):
+        out = self.run(*args, "--json")
+        try:
+            return json.loads(out)
+        except ValueError as e:
+            raise Stop(f"profiler-cli {' '.join(args)} --json: not JSON ({e}): {out[:300]}")
+
+    def threads(self):
+        """The `thread list --json` rows (every thread, any CPU)."""
+        return self.json("thread", "list", "--limit", "0")["threads"]
+
+    def handles(self, pid=None, name=None):
+        """Comma-joined thread handles of a pid and/or thread name ('' if none)."""
+        rows = [r for r in self.threads()
+                if (pid is None or str(r["pid"]) == str(pid))
+                and (name is None or r["name"] == name)]
+        return ",".join(r["threadHandle"] for r in rows)
+
+    def functions(self, handles):
+        """`thread functions` rows of the (merged) threads, by function name."""
+        rows = self.json("thread", "functions", "--thread", handles, "--limit", "0")["functions"]
+        out = {}
+        for r in rows:
+            # Names can repeat across libraries; keep the busiest row.
+            if r["name"] not in out or r["totalSamples"] > out[r["name"]]["totalSamples"]:
+                out[r["name"]] = r
+        return out
+
+    def top_down(self, handles):
+        """The `samples-top-down` tree of the (merged) threads; also saves the text view."""
+        text = self.run("thread", "samples-top-down", "--thread", handles, "--max-lines", "400")
+        self.t.save(f"top-down-{self.tag}.txt", text)
+        return self.json("thread", "samples-top-down", "--thread", handles,
+                         "--max-lines", "400")["regularCallTree"]
+
+    def stop(self):
+        subprocess.run([self.exe, "stop", "--all"], env=self.env, capture_output=True,
+                       timeout=60)
+
+
+def tree_paths(node, path=()):
+    """(path of names root first, node) for every node under a top-down tree node."""
+    for child in node.get("children") or []:
+        p = path + (child["name"],)
+        yield p, child
+        yield from tree_paths(child, p)
+
+
+class Test:
+    def __init__(self, name):
+        self.name = name
+        self.failures = []
+        self.agent = os.environ.get("FXAGENT", "")
+        self.workloads = os.environ.get("FX_WORKLOAD_DIR", "")
+        self.pcli = os.environ.get("FX_PROFILER_CLI", "")
+        self.lint = os.environ.get("FX_LINT_PROFILE", "")
+        root = os.environ.get("FX_TEST_WORK") or os.path.join("/tmp", "fxagent-it")
+        self.work = os.path.join(root, name)
+        shutil.rmtree(self.work, ignore_errors=True)
+        os.makedirs(self.work)
+        self._procs = []
+        self._clis = []
+
+    # --- outcomes -------------------------------------------------------
+    def check(self, cond, msg):
+        if not cond:
+            self.failures.append(msg)
+            print(f"FAIL: {msg}", flush=True)
+        return bool(cond)
+
+    def require(self, cond, msg):
+        if not cond:
+            raise Stop(msg)
+
+    def note(self, msg):
+        print(msg, flush=True)
+
+    def save(self, fname, text):
+        with open(os.path.join(self.work, fname), "w", encoding="utf-8") as f:
+            f.write(text)
+
+    # --- processes ------------------------------------------------------
+    def workload(self, name, *args):
+        """Start a workload binary; it ends by itself. Returns the Popen."""
+        exe = os.path.join(self.workloads, name)
+        self.require(os.access(exe, os.X_OK), f"workload {exe} is not built")
+        p = subprocess.Popen([exe, *map(str, args)])
+        self._procs.append(p)
+        return p
+
+    def spawn(self, cmd, **kw):
+        p = subprocess.Popen(cmd, **kw)
+        self._procs.append(p)
+        return p
+
+    def run_agent(self, *args, timeout=60):
+        """Run the agent with args; returns the CompletedProcess (text)."""
+        cmd = [self.agent, *map(str, args)]
+        self.note("+ " + " ".join(cmd))
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise Stop(f"`{' '.join(cmd)}` did not end within {timeout} s")
+
+    def record(self, tag, seconds, pids=(), extra=()):
+        """`fxagent --once` for `seconds` (system-wide without pids); lint and read the
+        output. Returns the Profile."""
+        out = os.path.join(self.work, tag + ".json.gz")
+        args = ["--once", "--duration", f"{seconds}s", "--output", out, *extra]
+        for pid in pids:
+            args += ["--pid", pid]
+        p = self.run_agent(*args, timeout=seconds + 60)
+        self.save(tag + ".agent.log", p.stderr)
+        self.require(p.returncode == 0,
+                     f"fxagent {' '.join(map(str, args))} exited {p.returncode}: "
+                     f"{p.stderr.strip()[-2000:]}")
+        self.require(os.path.isfile(out), f"fxagent exited 0 but wrote no {out}")
+        return self.load(out)
+
+    def load(self, path):
+        """Lint a profile file and read it (the raw JSON)."""
+        lint = subprocess.run([sys.executable, self.lint, path], capture_output=True, text=True,
+                              timeout=120)
+        self.check(lint.returncode == 0,
+                   f"lint_profile.py {path} exited {lint.returncode}: "
+                   f"{(lint.stdout + lint.stderr).strip()[-2000:]}")
+        try:
+            return Profile(path)
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            raise Stop(f"cannot read {path} as a gzip processed profile: {e!r}")
+
+    def cli(self, path, tag):
+        """A profiler-cli session on a profile file; stopped when the test ends."""
+        c = Cli(self, self.pcli, path, tag)
+        self._clis.append(c)
+        return c
+
+    def kill_processes(self):
+        """End every process the test started that is still running (the workloads
+        outlive the recording on purpose)."""
+        for p in self._procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+
+    def cleanup(self):
+        self.kill_processes()
+        for c in self._clis:
+            c.stop()
+        self._clis = []
+
+
+def main(body):
+    """Run body(t) as a ctest test: root or skip, paths checked, failures summed."""
+    name = os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    if os.geteuid() != 0:
+        print(f"SKIP: {name} needs root: fxagent opens system-wide perf events and "
+              "reads other processes' memory; run ctest as root (sudo bash scripts/test.sh)")
+        sys.exit(SKIP)
+    t = Test(name)
+    missing = [f"{var}={val!r}" for var, val in
+               (("FXAGENT", t.agent), ("FX_WORKLOAD_DIR", t.workloads),
+                ("FX_PROFILER_CLI", t.pcli), ("FX_LINT_PROFILE", t.lint))
+               if not val or not os.path.exists(val)]
+    if missing:
+        print("FAIL: missing " + ", ".join(missing) +
+              " (build the project and run scripts/install-test-deps.sh)")
+        sys.exit(1)
+    started = time.monotonic()
+    try:
+        body(t)
+    except Stop as e:
+        t.failures.append(str(e))
+        print(f"FAIL: {e}")
+    except Exception:  # a broken test is a failure too, with its traceback
+        t.failures.append("test error")
+        traceback.print_exc()
+    finally:
+        t.cleanup()
+    took = time.monotonic() - started
+    if t.failures:
+        print(f"{name}: {len(t.failures)} failure(s) in {took:.1f} s; files in {t.work}")
+        sys.exit(1)
+    print(f"{name}: passed in {took:.1f} s")
+    sys.exit(0)
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def near(value, want, tol):
+    return abs(value - want) <= tol
+
+
+def looks_hex(name):
+    return re.fullmatch(r"(0x)?[0-9a-fA-F]{6,}", name) is not None

@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: MIT
+"""The command line: --help, --version, usage errors (exit 2), an unwritable output
+(exit 1 and a message), --output - (gzip on stdout), SIGINT (ends early, still
+writes, exit 0), --include-idle (idle CPUs show as pid 0)."""
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import fxtest
+
+USAGE_ERRORS = [
+    ["--bogus-flag"],
+    ["--once", "--duration", "abc"],
+    ["--once", "--duration", "10x"],
+    ["--once", "--duration", "-5s"],
+    ["--once", "--duration", ""],
+    ["--once", "--frequency", "abc"],
+    ["--once", "--pid", "notapid"],
+]
+
+
+def body(t):
+    p = t.run_agent("--help", timeout=10)
+    t.check(p.returncode == 0, f"--help exited {p.returncode}")
+    for flag in ("--once", "--duration", "--frequency", "--output", "--no-kernel", "--pid",
+                 "--include-idle", "--version"):
+        t.check(flag in p.stdout, f"--help does not mention {flag} on stdout")
+
+    p = t.run_agent("--version", timeout=10)
+    t.check(p.returncode == 0, f"--version exited {p.returncode}")
+    t.check(re.search(r"\d+\.\d+", p.stdout), f"--version prints no version: {p.stdout!r}")
+
+    for args in USAGE_ERRORS:
+        p = t.run_agent(*args, "--output", os.path.join(t.work, "never.json.gz"), timeout=10)
+        t.check(p.returncode == 2, f"fxagent {' '.join(args)}: exit {p.returncode}, want 2 "
+                f"(usage error); stderr: {p.stderr.strip()[:200]}")
+        t.check(p.stderr.strip(), f"fxagent {' '.join(args)}: no message on stderr")
+    t.check(not os.path.exists(os.path.join(t.work, "never.json.gz")),
+            "a usage error still wrote the output file")
+
+    bad = "/nonexistent-fx-dir/sub/out.json.gz"
+    p = t.run_agent("--once", "--duration", "500ms", "--output", bad, timeout=30)
+    t.check(p.returncode == 1, f"--output {bad}: exit {p.returncode}, want 1")
+    t.check("nonexistent-fx-dir" in p.stderr,
+            f"--output {bad}: the message does not name the path: {p.stderr.strip()[:300]!r}")
+
+    # --output -: the gzip profile on stdout; 500ms is a valid duration.
+    cmd = [t.agent, "--once", "--duration", "500ms", "--output", "-"]
+    t.note("+ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, timeout=60)
+    t.check(p.returncode == 0, f"--output -: exit {p.returncode}: {p.stderr[-300:]!r}")
+    t.check(p.stdout[:2] == b"\x1f\x8b", f"--output -: stdout is not gzip: {p.stdout[:16]!r}")
+    t.check(b"\r" not in p.stderr, "progress output on stderr although stderr is not a terminal")
+    if p.stdout[:2] == b"\x1f\x8b":
+        path = os.path.join(t.work, "stdout.json.gz")
+        with open(path, "wb") as f:
+            f.write(p.stdout)
+        prof = t.load(path)
+        t.check(prof.data["meta"].get("preprocessedProfileVersion") == 66,
+                "--output -: meta.preprocessedProfileVersion is not 66")
+        t.cli(path, "stdout")
+
+    for duration in ("60s", "2m"):
+        _sigint(t, duration)
+
+    # Idle CPUs are sampled as pid 0 only with --include-idle (2 CPUs, mostly idle).
+    idle = t.record("idle", 1, extra=["--include-idle"])
+    rows = [(th["pid"], th["name"]) for th in idle.threads if str(th["pid"]) == "0"]
+    t.check(rows and idle.weight(idle.threads_of(0)) > 0,
+            "--include-idle (system-wide): no samples of the idle task (pid 0)")
+
+
+def _sigint(t, duration):
+    """SIGINT one second into a long --duration: quick exit 0 and a whole profile."""
+    out = os.path.join(t.work, f"sigint-{duration}.json.gz")
+    cmd = [t.agent, "--once", "--duration", duration, "--output", out]
+    t.note("+ " + " ".join(cmd) + "  (SIGINT after 1 s)")
+    agent = t.spawn(cmd, stderr=subprocess.PIPE)
+    time.sleep(1)
+    sent = time.monotonic()
+    agent.send_signal(signal.SIGINT)
+    try:
+        _, err = agent.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise fxtest.Stop(f"--duration {duration}: still running 30 s after SIGINT")
+    took = time.monotonic() - sent
+    t.note(f"exit {agent.returncode} {took:.1f} s after SIGINT")
+    t.check(agent.returncode == 0, f"--duration {duration} + SIGINT: exit {agent.returncode}, "
+            f"want 0; stderr: {err.decode(errors='replace').strip()[:300]}")
+    t.check(took < 10, f"--duration {duration} + SIGINT: took {took:.1f} s to exit, want < 10")
+    if not t.check(os.path.isfile(out), f"--duration {duration} + SIGINT: no {out}"):
+        return
+    prof = t.load(out)
+    meta = prof.data["meta"]
+    end = meta.get("profilingEndTime")
+    if end is not None:
+        span = end - meta.get("profilingStartTime", 0)
+        t.check(span < 10000, f"SIGINT after 1 s but the profile spans {span:.0f} ms")
+    t.cli(out, f"sigint-{duration}")
+
+
+fxtest.main(body)

@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: MIT
+"""fxagent and perf record fx-hot-ab at the same time, at 99 Hz, for the same
+span: hot_a's and hot_b's shares agree within 5 points, and so (within 15%) do the
+sample counts."""
+
+import os
+import re
+import subprocess
+import time
+
+import fxtest
+
+SECONDS = 5
+
+
+def body(t):
+    w = t.workload("fx-hot-ab", SECONDS + 30)
+    time.sleep(0.3)
+    data = os.path.join(t.work, "perf.data")
+    perf = t.spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "-g",
+                    "-p", str(w.pid), "-o", data, "--", "sleep", str(SECONDS)],
+                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(t.work, "perf.log"), "w"))
+    prof = t.record("agent", SECONDS, pids=[w.pid])
+    try:
+        t.require(perf.wait(timeout=30) == 0, f"perf record exited {perf.returncode}; see perf.log")
+    except subprocess.TimeoutExpired:
+        raise fxtest.Stop("perf record did not end")
+    t.kill_processes()
+
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                          "--sort", "sym", "-g", "none"], capture_output=True, text=True,
+                         timeout=120)
+    t.save("perf-report.txt", rep.stdout + rep.stderr)
+    t.require(rep.returncode == 0, f"perf report exited {rep.returncode}")
+    m = re.search(r"^# Samples: (\d+)", rep.stdout, re.M)
+    t.require(m, "perf report: no '# Samples:' line")
+    perf_n = int(m.group(1))
+    perf_pct = {}
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
+        if m:
+            perf_pct[m.group(2)] = float(m.group(1))
+
+    ths = prof.threads_of(w.pid)
+    t.require(ths, f"fxagent: no thread of pid {w.pid}")
+    agent_n = prof.weight(ths)
+    cli = t.cli(prof.path, "agent")
+    funcs = cli.functions(cli.handles(pid=w.pid))
+    t.note(f"samples: perf {perf_n}, fxagent {agent_n}")
+    for fn in ("hot_a", "hot_b"):
+        a = funcs[fn]["selfPercentage"] if fn in funcs else 0.0
+        p = perf_pct.get(fn, 0.0)
+        t.note(f"{fn}: perf {p:.1f}%, fxagent {a:.1f}% (self)")
+        t.check(p > 0, f"perf report has no {fn}")
+        t.check(abs(a - p) <= 5, f"{fn}: fxagent self {a:.1f}% vs perf {p:.1f}%: more than "
+                "5 points apart")
+    t.check(perf_n and abs(agent_n - perf_n) <= 0.15 * perf_n,
+            f"fxagent took {agent_n} samples, perf {perf_n} over the same {SECONDS} s")
+
+
+fxtest.main(body)

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* fx-hot-ab: about 70% of its CPU in hot_a and 30% in hot_b, both called from
+ * main through hot_caller. Both do the same step, 7 against 3 units per round. */
+#include "workload.h"
+
+#define UNIT 1000000ULL
+
+volatile uint64_t wl_sink;
+
+__attribute__((noinline)) static uint64_t hot_a(uint64_t x)
+{
+	WL_SPIN(x, 7 * UNIT, 1442695040888963407ULL);
+	return x;
+}
+
+__attribute__((noinline)) static uint64_t hot_b(uint64_t x)
+{
+	WL_SPIN(x, 3 * UNIT, 1442695040888963409ULL);
+	return x;
+}
+
+__attribute__((noinline)) static uint64_t hot_caller(uint64_t x)
+{
+	x = hot_a(x);
+	x = hot_b(x);
+	return x;
+}
+
+int main(int argc, char **argv)
+{
+	double end = wl_now() + wl_seconds(argc, argv, "SECONDS");
+	uint64_t x = 1;
+
+	while (wl_now() < end)
+		x = hot_caller(x);
+	wl_sink = x;
+	return 0;
+}
