@@ -16,7 +16,7 @@ enum fx_log_level fx_log_get_level(void)
 }
 
 __attribute__((format(printf, 2, 0))) static void log_va(enum fx_log_level level, const char *fmt,
-							   va_list ap)
+							 va_list ap)
 {
 	char buf[1024];
 

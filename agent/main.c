@@ -26,7 +26,7 @@
 #include "fxagent/window.h"
 
 #define EXIT_USAGE 2
-#define MAX_PIDS 1024
+#define MAX_PIDS   1024
 
 struct options {
 	bool once;
@@ -51,25 +51,24 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: fxagent --once [OPTION]...\n"
-		"Sample every CPU with perf_event_open and write a Firefox Profiler profile\n"
-		"(gzip-compressed processed profile; open it at https://profiler.firefox.com).\n"
-		"\n"
-		"  --once               record once and write one profile, then exit\n"
-		"  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
-		"  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
-		"  -o, --output=FILE    where to write the profile, - for stdout\n"
-		"                       (default fxagent-HOST-TIME.json.gz)\n"
-		"  -p, --pid=PID        only these processes (repeatable)\n"
-		"      --no-kernel      leave out kernel frames\n"
-		"      --include-idle   keep the samples of the idle task (pid 0)\n"
-		"  -v, --verbose        log more\n"
-		"  -h, --help           show this help and exit\n"
-		"  -V, --version        show the version and exit\n"
-		"\n"
-		"Ctrl-C ends the recording early; the profile is still written.\n"
-		"Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
+	fprintf(f, "Usage: fxagent --once [OPTION]...\n"
+		   "Sample every CPU with perf_event_open and write a Firefox Profiler profile\n"
+		   "(gzip-compressed processed profile; open it at https://profiler.firefox.com).\n"
+		   "\n"
+		   "  --once               record once and write one profile, then exit\n"
+		   "  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
+		   "  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
+		   "  -o, --output=FILE    where to write the profile, - for stdout\n"
+		   "                       (default fxagent-HOST-TIME.json.gz)\n"
+		   "  -p, --pid=PID        only these processes (repeatable)\n"
+		   "      --no-kernel      leave out kernel frames\n"
+		   "      --include-idle   keep the samples of the idle task (pid 0)\n"
+		   "  -v, --verbose        log more\n"
+		   "  -h, --help           show this help and exit\n"
+		   "  -V, --version        show the version and exit\n"
+		   "\n"
+		   "Ctrl-C ends the recording early; the profile is still written.\n"
+		   "Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
 }
 
 /* Parses "500ms", "10s", "2m", "1h" or a bare number of seconds. */
@@ -167,7 +166,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'p':
 			if (parse_uint(optarg, 1, INT_MAX, &v) < 0) {
-				fprintf(stderr, "fxagent: invalid --pid '%s': expected a process id\n",
+				fprintf(stderr,
+					"fxagent: invalid --pid '%s': expected a process id\n",
 					optarg);
 				return -EINVAL;
 			}
@@ -261,9 +261,9 @@ static void default_output(char *buf, size_t len, const char *host)
 
 static int record_once(const struct options *o)
 {
-	struct fx_sampler_opts sopts = {
-		.frequency = o->frequency, .kernel = o->kernel, .ring_pages = o->ring_pages
-	};
+	struct fx_sampler_opts sopts = { .frequency = o->frequency,
+					 .kernel = o->kernel,
+					 .ring_pages = o->ring_pages };
 	struct fx_unwind_opts uopts = { .mode = FX_UNWIND_FP, .kernel = o->kernel };
 	struct fx_recorder_opts ropts = {
 		.include_idle = o->include_idle,
@@ -354,7 +354,8 @@ static int record_once(const struct options *o)
 		ks = fx_kallsyms_load("/proc/kallsyms");
 		if (!ks)
 			fx_warn("kernel symbols unavailable (%s): kernel frames stay addresses; "
-				"reading /proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1",
+				"reading /proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict "
+				"<= 1",
 				strerror(errno));
 	}
 	rin = (struct fx_report_input){
@@ -385,7 +386,8 @@ static int record_once(const struct options *o)
 		fprintf(stderr,
 			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
 			" bytes\033[K\n",
-			output, rstats.profile.samples, rstats.profile.threads, rstats.profile.bytes);
+			output, rstats.profile.samples, rstats.profile.threads,
+			rstats.profile.bytes);
 	/* The figures bench/once.py reads. */
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
 		"symbolize+write %.1f ms, %" PRIu64 " samples, %zu frames, %zu stacks, %zu objects",

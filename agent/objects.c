@@ -96,7 +96,6 @@ static bool bid_eq(const struct fx_object *ob, const uint8_t *bid, size_t len)
 	return ob->build_id_len == len && memcmp(ob->build_id, bid, len) == 0;
 }
 
-
 static uint32_t find_bid(const struct fx_objects *o, const uint8_t *bid, size_t len)
 {
 	size_t pos;
@@ -221,7 +220,8 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 		 m->pid, m->start, m->end);
 	tries[ntries++] = mf;
 	if (m->path[0] == '/') {
-		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", o->proc_root, m->pid, m->path);
+		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", o->proc_root, m->pid,
+			 m->path);
 		tries[ntries++] = root;
 		tries[ntries++] = m->path;
 	}

@@ -157,7 +157,8 @@ int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_
 	size_t len;
 
 	if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &s, &e, perms, &off, &maj, &min, &in,
-		   &pos) < 7 || pos == 0 || e <= s)
+		   &pos) < 7 ||
+	    pos == 0 || e <= s)
 		return -EINVAL;
 	if (strlen(perms) < 4 || perms[2] != 'x')
 		return 0;
@@ -253,7 +254,8 @@ static int add_map(struct fx_proc *proc, uint64_t start, uint64_t end, uint64_t 
 			hi = mid;
 	}
 	memmove(&proc->maps[lo + 1], &proc->maps[lo], (proc->nmaps - lo) * sizeof(struct fx_map));
-	proc->maps[lo] = (struct fx_map){ .start = start, .end = end, .pgoff = pgoff, .object = object };
+	proc->maps[lo] =
+		(struct fx_map){ .start = start, .end = end, .pgoff = pgoff, .object = object };
 	proc->nmaps++;
 	proc->generation++;
 	return 0;
@@ -297,7 +299,8 @@ static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 		uint64_t pgoff;
 		char *pth;
 
-		if (fx_procs_parse_maps_line(line, &m.start, &m.end, &pgoff, &m.dev, &m.ino, &pth) <= 0)
+		if (fx_procs_parse_maps_line(line, &m.start, &m.end, &pgoff, &m.dev, &m.ino,
+					     &pth) <= 0)
 			continue;
 		m.path = pth;
 		add_map(proc, m.start, m.end, pgoff, object_for(p, &m));
@@ -349,7 +352,8 @@ struct fx_proc *fx_procs_get(struct fx_procs *p, uint32_t pid)
 	return proc;
 }
 
-static struct fx_thread *new_thread(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm)
+static struct fx_thread *new_thread(struct fx_procs *p, uint32_t pid, uint32_t tid,
+				    const char *comm)
 {
 	struct fx_thread *t = table_get(&p->threads, tid);
 
@@ -382,7 +386,8 @@ struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid
 		return NULL;
 	proc = fx_procs_get(p, pid);
 	snprintf(comm, sizeof(comm), "%s", proc ? proc->comm : "?");
-	snprintf(path, sizeof(path), "%s/%" PRIu32 "/task/%" PRIu32 "/comm", p->proc_root, pid, tid);
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/task/%" PRIu32 "/comm", p->proc_root, pid,
+		 tid);
 	read_comm(path, comm);
 	return new_thread(p, pid, tid, comm);
 }
@@ -412,8 +417,7 @@ void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char
 	new_thread(p, pid, tid, comm);
 }
 
-void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid,
-		      uint32_t ptid)
+void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid)
 {
 	struct fx_thread *parent_thread;
 	struct fx_proc *proc, *parent;
@@ -467,8 +471,7 @@ void fx_procs_on_exit(struct fx_procs *p, uint32_t pid, uint32_t tid)
 	}
 }
 
-bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *object,
-		      uint64_t *offset)
+bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *object, uint64_t *offset)
 {
 	size_t lo = 0, hi = proc->nmaps;
 

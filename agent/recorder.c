@@ -96,7 +96,8 @@ static void on_lost(struct fx_recorder *r, const struct perf_event_header *h)
 	r->counters.lost_events++;
 	r->window->counters.lost += l.lost;
 	if (r->nlost < FX_RECORDER_MAX_LOST_EVENTS)
-		r->lost[r->nlost++] = (struct fx_lost_event){ .time_ns = l.id.time, .count = l.lost };
+		r->lost[r->nlost++] =
+			(struct fx_lost_event){ .time_ns = l.id.time, .count = l.lost };
 	else
 		r->lost[r->nlost - 1].count += l.lost; /* the last marker takes the rest */
 }

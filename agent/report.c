@@ -52,12 +52,12 @@ static void strings_free(struct strings *s)
 
 struct ctx {
 	const struct fx_report_input *in;
-	struct fx_sym_result *sym;     /* per window frame */
-	struct fx_sym_frame *own;      /* per window frame, for kernel/unknown */
-	struct fx_profile_frame *pf;   /* per window frame */
+	struct fx_sym_result *sym;   /* per window frame */
+	struct fx_sym_frame *own;    /* per window frame, for kernel/unknown */
+	struct fx_profile_frame *pf; /* per window frame */
 	struct fx_profile_lib *libs;
 	size_t nlibs;
-	int32_t *lib_of_object;        /* object id -> lib index */
+	int32_t *lib_of_object; /* object id -> lib index */
 	int32_t kernel_lib;
 	struct strings strs;
 	struct fx_profile_thread *threads;
@@ -77,9 +77,7 @@ static int cmp_frame_idx(const void *a, const void *b, void *arg)
 static void set_own(struct ctx *c, uint32_t i, const char *name, uint64_t rel)
 {
 	c->own[i] = (struct fx_sym_frame){ .name = name ? name : "?" };
-	c->sym[i] = (struct fx_sym_result){
-		.rel_addr = rel, .n_frames = 1, .frames = &c->own[i]
-	};
+	c->sym[i] = (struct fx_sym_result){ .rel_addr = rel, .n_frames = 1, .frames = &c->own[i] };
 }
 
 static void resolve_kernel(struct ctx *c, uint32_t i)
@@ -92,7 +90,8 @@ static void resolve_kernel(struct ctx *c, uint32_t i)
 
 	c->pf[i] = (struct fx_profile_frame){ .lib = c->kernel_lib, .category = FX_CAT_KERNEL };
 	if (!ks || fx_kallsyms_lookup(ks, f->addr, &k) < 0) {
-		set_own(c, i, strings_add(&c->strs, "[kernel]+0x%" PRIx64, f->addr), f->addr - base);
+		set_own(c, i, strings_add(&c->strs, "[kernel]+0x%" PRIx64, f->addr),
+			f->addr - base);
 		return;
 	}
 	name = k.module && k.module[0] ? strings_add(&c->strs, "%s [%s]", k.name, k.module)
@@ -166,8 +165,9 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 			for (size_t k = i; k < j; k++) {
 				uint64_t a = w->frames[idx[k]].addr;
 
-				c->pf[idx[k]] = (struct fx_profile_frame){ .lib = -1,
-									   .category = FX_CAT_USER };
+				c->pf[idx[k]] =
+					(struct fx_profile_frame){ .lib = -1,
+								   .category = FX_CAT_USER };
 				set_own(c, idx[k], strings_add(&c->strs, "0x%" PRIx64, a), a);
 			}
 		} else {
@@ -185,8 +185,9 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				stats->unreadable++;
 			for (size_t k = 0; k < n; k++) {
 				c->sym[idx[i + k]] = out[k];
-				c->pf[idx[i + k]] = (struct fx_profile_frame){ .lib = lib,
-									       .category = FX_CAT_USER };
+				c->pf[idx[i + k]] =
+					(struct fx_profile_frame){ .lib = lib,
+								   .category = FX_CAT_USER };
 			}
 		}
 		i = j;

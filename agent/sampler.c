@@ -29,8 +29,8 @@ struct cpu_event {
 /* A record copied out of a ring, waiting to be sorted. */
 struct batch_ref {
 	uint64_t time;
-	size_t off;    /* into batch.buf */
-	uint32_t seq;  /* keeps ring order among equal times */
+	size_t off;   /* into batch.buf */
+	uint32_t seq; /* keeps ring order among equal times */
 };
 
 struct fx_sampler {
@@ -130,13 +130,14 @@ static int permission_error(int err)
 
 	if (read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid) < 0)
 		paranoid = 99;
-	return fx_log_errno(FX_LOG_ERR, err,
-			    "cannot open perf events (%s): whole-system profiling needs root or "
-			    "CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and CAP_SYSLOG for kernel "
-			    "symbols; kernel.perf_event_paranoid is %d (without CAP_PERFMON it "
-			    "must be -1: sysctl kernel.perf_event_paranoid=-1). Run as root, or "
-			    "grant the capabilities: setcap cap_perfmon,cap_syslog+ep fxagent",
-			    strerror(err), paranoid);
+	return fx_log_errno(
+		FX_LOG_ERR, err,
+		"cannot open perf events (%s): whole-system profiling needs root or "
+		"CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and CAP_SYSLOG for kernel "
+		"symbols; kernel.perf_event_paranoid is %d (without CAP_PERFMON it "
+		"must be -1: sysctl kernel.perf_event_paranoid=-1). Run as root, or "
+		"grant the capabilities: setcap cap_perfmon,cap_syslog+ep fxagent",
+		strerror(err), paranoid);
 }
 
 static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr *a, bool build_id)
@@ -326,9 +327,9 @@ static int push(struct fx_sampler *s, const struct perf_event_header *h, uint32_
 		s->refs_cap = ncap;
 	}
 	memcpy(s->buf + s->buf_len, h, h->size);
-	s->refs[s->nrefs++] = (struct batch_ref){
-		.time = fx_record_time(&s->fmt, h), .off = s->buf_len, .seq = seq
-	};
+	s->refs[s->nrefs++] = (struct batch_ref){ .time = fx_record_time(&s->fmt, h),
+						  .off = s->buf_len,
+						  .seq = seq };
 	/* Records are 8-byte multiples; keep the copies aligned. */
 	s->buf_len += (h->size + 7u) & ~7u;
 	return 0;

@@ -78,7 +78,8 @@ void fx_unwind_sample(struct fx_unwinder *u, const struct fx_proc *proc,
 		if (s->ip < KERNEL_START)
 			out[n++] = user_frame(proc, s->ip);
 		else if (u->opts.kernel)
-			out[n++] = (struct fx_window_frame){ .object = FX_OBJ_KERNEL, .addr = s->ip };
+			out[n++] =
+				(struct fx_window_frame){ .object = FX_OBJ_KERNEL, .addr = s->ip };
 	}
 	for (size_t i = 0; i < n / 2; i++) {
 		struct fx_window_frame t = out[i];

@@ -81,8 +81,9 @@ uint32_t fx_window_intern_frame(struct fx_window *w, uint32_t object, uint64_t a
 
 	/* Keep the load factor under 1/2. */
 	if ((w->nframes + 1) * 2 > w->frame_hash_cap &&
-	    rehash(&w->frame_hash, &w->frame_hash_cap, w->frame_hash_cap ? w->frame_hash_cap * 2 : 1024,
-		   w->nframes, frame_hash_at, w) < 0)
+	    rehash(&w->frame_hash, &w->frame_hash_cap,
+		   w->frame_hash_cap ? w->frame_hash_cap * 2 : 1024, w->nframes, frame_hash_at,
+		   w) < 0)
 		goto nomem;
 	pos = frame_hash(object, addr) & (w->frame_hash_cap - 1);
 	while (w->frame_hash[pos]) {
@@ -108,8 +109,9 @@ static uint32_t intern_node(struct fx_window *w, uint32_t parent, uint32_t frame
 	size_t pos;
 
 	if ((w->nstacks + 1) * 2 > w->stack_hash_cap &&
-	    rehash(&w->stack_hash, &w->stack_hash_cap, w->stack_hash_cap ? w->stack_hash_cap * 2 : 1024,
-		   w->nstacks, stack_hash_at, w) < 0)
+	    rehash(&w->stack_hash, &w->stack_hash_cap,
+		   w->stack_hash_cap ? w->stack_hash_cap * 2 : 1024, w->nstacks, stack_hash_at,
+		   w) < 0)
 		goto nomem;
 	pos = stack_hash(parent, frame) & (w->stack_hash_cap - 1);
 	while (w->stack_hash[pos]) {
@@ -133,8 +135,7 @@ nomem:
 	return FX_NONE;
 }
 
-uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames,
-				size_t n)
+uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
 {
 	uint32_t node = FX_NONE;
 

@@ -9,7 +9,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 bash scripts/install-build-deps.sh
 apt-get install -y --no-install-recommends \
-	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates
+	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
 fi

@@ -12,7 +12,7 @@ struct fx_ksym {
 	const char *name;   /* owned by the table */
 	const char *module; /* "" for the core kernel, else the module name without [] */
 	uint64_t start;
-	uint64_t size;      /* distance to the next symbol; 0 for the last one */
+	uint64_t size; /* distance to the next symbol; 0 for the last one */
 };
 
 /* Parses kallsyms text (text symbols t/T/w/W only). Returns NULL with errno set

@@ -30,9 +30,9 @@ void fx_log(enum fx_log_level level, const char *fmt, ...) __attribute__((format
 int fx_log_errno(enum fx_log_level level, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-#define fx_err(...) fx_log(FX_LOG_ERR, __VA_ARGS__)
-#define fx_warn(...) fx_log(FX_LOG_WARN, __VA_ARGS__)
-#define fx_info(...) fx_log(FX_LOG_INFO, __VA_ARGS__)
+#define fx_err(...)   fx_log(FX_LOG_ERR, __VA_ARGS__)
+#define fx_warn(...)  fx_log(FX_LOG_WARN, __VA_ARGS__)
+#define fx_info(...)  fx_log(FX_LOG_INFO, __VA_ARGS__)
 #define fx_debug(...) fx_log(FX_LOG_DEBUG, __VA_ARGS__)
 
 #endif

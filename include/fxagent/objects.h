@@ -19,13 +19,13 @@
 
 struct fx_object {
 	uint32_t id;
-	char *path;          /* path as the process saw it */
-	const char *name;    /* base name of path */
-	int fd;              /* open, verified fd; -1 when it could not be opened */
+	char *path;	  /* path as the process saw it */
+	const char *name; /* base name of path */
+	int fd;		  /* open, verified fd; -1 when it could not be opened */
 	uint8_t build_id[FX_BUILD_ID_MAX];
 	size_t build_id_len; /* 0 = none known */
 	uint64_t dev, ino;   /* 0 when unknown */
-	bool special;        /* [vdso] and the like: no file */
+	bool special;	     /* [vdso] and the like: no file */
 };
 
 /* What the caller knows about one mapping (from /proc/PID/maps or MMAP2). */
@@ -35,13 +35,13 @@ struct fx_mapping_info {
 	const char *path;
 	const uint8_t *build_id; /* NULL when not known */
 	size_t build_id_len;
-	uint64_t dev, ino;       /* 0 when not known */
+	uint64_t dev, ino; /* 0 when not known */
 };
 
 struct fx_objects_stats {
 	uint64_t objects;
-	uint64_t open_failed;  /* objects whose file could not be opened */
-	uint64_t fds;          /* fds held */
+	uint64_t open_failed; /* objects whose file could not be opened */
+	uint64_t fds;	      /* fds held */
 };
 
 struct fx_objects;

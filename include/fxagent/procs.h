@@ -28,7 +28,7 @@ struct fx_proc {
 	uint32_t pid;
 	char comm[FX_COMM_LEN];
 	bool exited;
-	bool loaded;        /* maps were read from /proc or built from records */
+	bool loaded;	     /* maps were read from /proc or built from records */
 	struct fx_map *maps; /* sorted by start, not overlapping */
 	size_t nmaps, maps_cap;
 	uint64_t generation; /* bumped when the mappings change (exec, mmap) */
@@ -42,7 +42,7 @@ struct fx_thread {
 };
 
 struct fx_procs_stats {
-	uint64_t procs;        /* live entries */
+	uint64_t procs; /* live entries */
 	uint64_t threads;
 	uint64_t proc_reads;   /* /proc/PID loads */
 	uint64_t proc_missing; /* processes gone before we could read them */
@@ -68,8 +68,7 @@ struct fx_thread *fx_procs_find_thread(const struct fx_procs *p, uint32_t tid);
 /* Side-band records, in time order. */
 void fx_procs_on_mmap(struct fx_procs *p, const struct fx_mapping_info *m, uint64_t pgoff);
 void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm, bool exec);
-void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid,
-		      uint32_t ptid);
+void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t tid, uint32_t ptid);
 void fx_procs_on_exit(struct fx_procs *p, uint32_t pid, uint32_t tid);
 
 /* Translates a user address of @proc: returns true and sets @object and

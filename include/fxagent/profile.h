@@ -24,18 +24,18 @@ enum fx_category {
 };
 
 struct fx_profile_lib {
-	const char *name;       /* base name, e.g. "libc.so.6" */
-	const char *path;       /* path as the process saw it */
-	const char *debug_name; /* usually = name */
-	const char *debug_path; /* usually = path */
+	const char *name;	 /* base name, e.g. "libc.so.6" */
+	const char *path;	 /* path as the process saw it */
+	const char *debug_name;	 /* usually = name */
+	const char *debug_path;	 /* usually = path */
 	const uint8_t *build_id; /* NULL when unknown: codeId and breakpadId are then "" */
 	size_t build_id_len;
-	const char *arch;       /* "x86_64" */
+	const char *arch; /* "x86_64" */
 };
 
 /* What window frame i resolved to. */
 struct fx_profile_frame {
-	int32_t lib;            /* index into libs, -1 for none */
+	int32_t lib; /* index into libs, -1 for none */
 	enum fx_category category;
 	const struct fx_sym_result *sym; /* never NULL; see symbolize.h */
 };
@@ -43,31 +43,31 @@ struct fx_profile_frame {
 struct fx_profile_thread {
 	uint32_t pid;
 	uint32_t tid;
-	const char *name;         /* thread name */
+	const char *name;	  /* thread name */
 	const char *process_name; /* name of the process (its main thread's comm / exe) */
 };
 
 enum fx_marker_type {
 	FX_MARKER_RECORDING, /* the recording window: interval, with wallclock text */
-	FX_MARKER_LOST,      /* lost samples: instant, with count */
+	FX_MARKER_LOST,	     /* lost samples: instant, with count */
 };
 
 struct fx_profile_marker {
 	enum fx_marker_type type;
-	double start_ms;      /* relative to meta start */
-	double end_ms;        /* for intervals; ignored for instants */
-	const char *text;     /* FX_MARKER_RECORDING: wall-clock range text */
-	int64_t count;        /* FX_MARKER_LOST: samples lost; RECORDING: samples taken */
-	int64_t seq;          /* FX_MARKER_RECORDING: window sequence number */
+	double start_ms;  /* relative to meta start */
+	double end_ms;	  /* for intervals; ignored for instants */
+	const char *text; /* FX_MARKER_RECORDING: wall-clock range text */
+	int64_t count;	  /* FX_MARKER_LOST: samples lost; RECORDING: samples taken */
+	int64_t seq;	  /* FX_MARKER_RECORDING: window sequence number */
 };
 
 struct fx_profile_meta {
-	double start_time_ms;  /* Unix epoch milliseconds of start_ns */
-	uint64_t start_ns;     /* CLOCK_MONOTONIC time that is profile time 0 */
-	uint64_t end_ns;       /* CLOCK_MONOTONIC end of the recording */
-	double interval_ms;    /* 1000 / frequency */
-	const char *product;   /* "fxagent" */
-	const char *host;      /* host name, may be NULL */
+	double start_time_ms; /* Unix epoch milliseconds of start_ns */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC time that is profile time 0 */
+	uint64_t end_ns;      /* CLOCK_MONOTONIC end of the recording */
+	double interval_ms;   /* 1000 / frequency */
+	const char *product;  /* "fxagent" */
+	const char *host;     /* host name, may be NULL */
 };
 
 struct fx_profile_input {
@@ -82,13 +82,13 @@ struct fx_profile_input {
 	size_t nthreads;
 	const struct fx_profile_marker *markers;
 	size_t nmarkers;
-	size_t marker_thread;  /* index into threads that carries the markers */
+	size_t marker_thread; /* index into threads that carries the markers */
 };
 
 struct fx_profile_stats {
-	uint64_t samples;      /* samples written */
-	uint64_t threads;      /* threads written */
-	uint64_t bytes;        /* compressed bytes written (file variant) */
+	uint64_t samples; /* samples written */
+	uint64_t threads; /* threads written */
+	uint64_t bytes;	  /* compressed bytes written (file variant) */
 };
 
 /* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or

@@ -15,9 +15,9 @@
 
 /* What the events were opened with; decoding depends on it. */
 struct fx_record_fmt {
-	uint64_t sample_type;    /* PERF_SAMPLE_* bits */
+	uint64_t sample_type;	 /* PERF_SAMPLE_* bits */
 	uint64_t regs_user_mask; /* attr.sample_regs_user */
-	bool sample_id_all;      /* side-band records carry the sample_id trailer */
+	bool sample_id_all;	 /* side-band records carry the sample_id trailer */
 };
 
 /* The sample_id trailer of side-band records (sample_id_all), as far as the
@@ -34,13 +34,13 @@ struct fx_record_sample {
 	uint64_t time;
 	uint32_t cpu;
 	uint64_t period;
-	uint64_t nr;              /* callchain entries */
-	const uint64_t *ips;      /* callchain, context markers included */
-	uint64_t abi;             /* PERF_SAMPLE_REGS_USER abi; 0 = no registers */
-	const uint64_t *regs;     /* popcount(regs_user_mask) values when abi != 0 */
-	uint64_t stack_size;      /* PERF_SAMPLE_STACK_USER: bytes copied */
+	uint64_t nr;	      /* callchain entries */
+	const uint64_t *ips;  /* callchain, context markers included */
+	uint64_t abi;	      /* PERF_SAMPLE_REGS_USER abi; 0 = no registers */
+	const uint64_t *regs; /* popcount(regs_user_mask) values when abi != 0 */
+	uint64_t stack_size;  /* PERF_SAMPLE_STACK_USER: bytes copied */
 	const uint8_t *stack;
-	uint64_t stack_dyn_size;  /* bytes of the copy that are valid */
+	uint64_t stack_dyn_size; /* bytes of the copy that are valid */
 };
 
 struct fx_record_mmap {
@@ -50,27 +50,27 @@ struct fx_record_mmap {
 	bool has_build_id;
 	uint8_t build_id_len;
 	uint8_t build_id[20];
-	uint32_t maj, min;        /* when !has_build_id */
+	uint32_t maj, min; /* when !has_build_id */
 	uint64_t ino;
-	const char *filename;     /* NUL-terminated within the record */
-	bool exec;                /* PERF_RECORD_MISC_MMAP_DATA not set */
+	const char *filename; /* NUL-terminated within the record */
+	bool exec;	      /* PERF_RECORD_MISC_MMAP_DATA not set */
 	struct fx_record_id id;
 };
 
 struct fx_record_comm {
 	uint32_t pid, tid;
 	const char *comm;
-	bool exec;                /* PERF_RECORD_MISC_COMM_EXEC */
+	bool exec; /* PERF_RECORD_MISC_COMM_EXEC */
 	struct fx_record_id id;
 };
 
-struct fx_record_task {       /* FORK and EXIT */
+struct fx_record_task { /* FORK and EXIT */
 	uint32_t pid, ppid, tid, ptid;
 	uint64_t time;
 	struct fx_record_id id;
 };
 
-struct fx_record_lost {       /* LOST and LOST_SAMPLES */
+struct fx_record_lost { /* LOST and LOST_SAMPLES */
 	uint64_t lost;
 	struct fx_record_id id;
 };

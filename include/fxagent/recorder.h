@@ -33,17 +33,17 @@ struct fx_lost_event {
 };
 
 struct fx_recorder_counters {
-	uint64_t bad_records;  /* records that failed to decode */
-	uint64_t filtered;     /* samples of processes not asked for, or idle */
-	uint64_t lost_events;  /* LOST / LOST_SAMPLES records */
+	uint64_t bad_records; /* records that failed to decode */
+	uint64_t filtered;    /* samples of processes not asked for, or idle */
+	uint64_t lost_events; /* LOST / LOST_SAMPLES records */
 };
 
 struct fx_recorder {
 	struct fx_recorder_opts opts;
 	const struct fx_record_fmt *fmt;
-	struct fx_procs *procs;     /* not owned */
+	struct fx_procs *procs;	      /* not owned */
 	struct fx_unwinder *unwinder; /* not owned */
-	struct fx_window *window;   /* not owned: the open window */
+	struct fx_window *window;     /* not owned: the open window */
 	struct fx_recorder_counters counters;
 	struct fx_lost_event lost[FX_RECORDER_MAX_LOST_EVENTS];
 	size_t nlost;

@@ -24,22 +24,22 @@ struct fx_report_input {
 	const struct fx_procs *procs;
 	const struct fx_objects *objs;
 	struct fx_symbolizer *symbolizer;
-	const struct fx_kallsyms *kallsyms;     /* NULL: kernel frames stay addresses */
+	const struct fx_kallsyms *kallsyms; /* NULL: kernel frames stay addresses */
 	const struct fx_lost_event *lost;
 	size_t nlost;
 	struct fx_profile_meta meta;
-	int64_t seq;                            /* window sequence number */
-	uint32_t marker_pid;                    /* process whose track carries markers */
-	const char *marker_name;                /* its name */
+	int64_t seq;		 /* window sequence number */
+	uint32_t marker_pid;	 /* process whose track carries markers */
+	const char *marker_name; /* its name */
 	/* Called before symbolizing, for progress on a terminal; may be NULL. */
 	void (*on_symbolize)(size_t addresses, size_t objects);
 };
 
 struct fx_report_stats {
 	struct fx_profile_stats profile;
-	size_t addresses;     /* distinct frames symbolized */
-	size_t objects;       /* objects they were in */
-	uint64_t unreadable;  /* objects that could not be read */
+	size_t addresses;    /* distinct frames symbolized */
+	size_t objects;	     /* objects they were in */
+	uint64_t unreadable; /* objects that could not be read */
 };
 
 /* Writes the window to @path (gzip; "-" for stdout). Returns 0 or -errno,

@@ -17,12 +17,12 @@
 
 struct fx_ring {
 	struct perf_event_mmap_page *meta;
-	uint8_t *data;      /* data area, `size` bytes */
-	uint64_t size;      /* power of two */
-	uint64_t head;      /* as read by fx_ring_begin */
-	uint64_t tail;      /* next byte to read */
-	uint8_t *bounce;    /* for records that wrap; 64 KiB (max header.size) */
-	uint64_t corrupt;   /* reads ended by an impossible record size */
+	uint8_t *data;	  /* data area, `size` bytes */
+	uint64_t size;	  /* power of two */
+	uint64_t head;	  /* as read by fx_ring_begin */
+	uint64_t tail;	  /* next byte to read */
+	uint8_t *bounce;  /* for records that wrap; 64 KiB (max header.size) */
+	uint64_t corrupt; /* reads ended by an impossible record size */
 };
 
 /* Sets up a reader over @meta, whose data area is meta->data_offset /

@@ -18,17 +18,17 @@
 #include "fxagent/record.h"
 
 struct fx_sampler_opts {
-	unsigned frequency;  /* Hz */
-	bool kernel;         /* kernel callchains */
-	size_t ring_pages;   /* data pages per CPU ring; power of two */
+	unsigned frequency; /* Hz */
+	bool kernel;	    /* kernel callchains */
+	size_t ring_pages;  /* data pages per CPU ring; power of two */
 };
 
 struct fx_sampler_stats {
 	uint64_t records;
 	uint64_t samples;
-	uint64_t corrupt;    /* ring reads ended by an impossible record */
-	unsigned cpus;       /* events opened */
-	bool build_id;       /* MMAP2 records carry build-ids */
+	uint64_t corrupt; /* ring reads ended by an impossible record */
+	unsigned cpus;	  /* events opened */
+	bool build_id;	  /* MMAP2 records carry build-ids */
 };
 
 typedef void (*fx_sampler_fn)(void *ctx, const struct perf_event_header *h);

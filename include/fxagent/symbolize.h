@@ -18,7 +18,7 @@
 struct fx_sym_frame {
 	const char *name; /* demangled (if enabled); never NULL or empty */
 	const char *file; /* source file of @line, or NULL */
-	uint32_t line;    /* line in @name's body for this level; 0 when unknown */
+	uint32_t line;	  /* line in @name's body for this level; 0 when unknown */
 };
 
 /* What one address is. All pointers are owned by the symbolizer and stay valid
@@ -38,8 +38,8 @@ struct fx_sym_result {
 
 /* How to read one object. */
 struct fx_elf_source {
-	int fd;                  /* readable fd of the ELF file (not consumed), or -1 to open @path */
-	const char *path;        /* path as the process saw it: names, debug look-ups */
+	int fd;		  /* readable fd of the ELF file (not consumed), or -1 to open @path */
+	const char *path; /* path as the process saw it: names, debug look-ups */
 	const uint8_t *build_id; /* may be NULL */
 	size_t build_id_len;
 };
@@ -52,10 +52,10 @@ struct fx_symbolizer_opts {
 };
 
 struct fx_symbolizer_stats {
-	uint64_t objects;       /* objects opened */
-	uint64_t lookups;       /* addresses asked for */
-	uint64_t cache_hits;    /* answered from the (object, offset) cache */
-	uint64_t unresolved;    /* addresses with no symbol */
+	uint64_t objects;    /* objects opened */
+	uint64_t lookups;    /* addresses asked for */
+	uint64_t cache_hits; /* answered from the (object, offset) cache */
+	uint64_t unresolved; /* addresses with no symbol */
 };
 
 /* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */

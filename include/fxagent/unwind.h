@@ -30,7 +30,7 @@ struct fx_unwind_opts {
 };
 
 struct fx_unwind_result {
-	size_t n;       /* frames written, outermost first */
+	size_t n;	/* frames written, outermost first */
 	bool truncated; /* the walk stopped early (depth cap, bad callchain) */
 };
 

@@ -18,31 +18,31 @@
 
 #define FX_NONE UINT32_MAX
 /* Special values of fx_window_frame.object */
-#define FX_OBJ_KERNEL (UINT32_MAX - 1)  /* addr is a kernel address */
+#define FX_OBJ_KERNEL  (UINT32_MAX - 1) /* addr is a kernel address */
 #define FX_OBJ_UNKNOWN (UINT32_MAX - 2) /* addr is a user address in no known mapping */
 
 struct fx_window_frame {
 	uint32_t object; /* object id (see procs.h), or FX_OBJ_KERNEL / FX_OBJ_UNKNOWN */
-	uint64_t addr;   /* file offset in the object, else the absolute address */
+	uint64_t addr;	 /* file offset in the object, else the absolute address */
 };
 
 struct fx_window_stack {
 	uint32_t parent; /* FX_NONE for a root (outermost) frame */
-	uint32_t frame;  /* index into frames */
+	uint32_t frame;	 /* index into frames */
 };
 
 struct fx_window_sample {
 	uint64_t time_ns; /* CLOCK_MONOTONIC */
 	uint32_t pid;
 	uint32_t tid;
-	uint32_t stack;   /* index into stacks, FX_NONE for an empty stack */
+	uint32_t stack; /* index into stacks, FX_NONE for an empty stack */
 };
 
 struct fx_window_counters {
-	uint64_t samples;        /* samples added */
-	uint64_t lost;           /* samples the kernel reported lost */
+	uint64_t samples;	 /* samples added */
+	uint64_t lost;		 /* samples the kernel reported lost */
 	uint64_t dropped_stacks; /* samples whose stack did not fit under max_stacks */
-	uint64_t truncated;      /* samples whose stack was cut short */
+	uint64_t truncated;	 /* samples whose stack was cut short */
 };
 
 struct fx_window {

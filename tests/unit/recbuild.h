@@ -66,9 +66,9 @@ static inline const struct perf_event_header *rec_end(struct rec *r)
 }
 
 /* The sample the sampler asks for: IP|TID|TIME|CPU|PERIOD|CALLCHAIN. */
-static inline const struct perf_event_header *rec_sample(struct rec *r, uint32_t pid,
-							 uint32_t tid, uint64_t time,
-							 const uint64_t *ips, uint64_t nr)
+static inline const struct perf_event_header *rec_sample(struct rec *r, uint32_t pid, uint32_t tid,
+							 uint64_t time, const uint64_t *ips,
+							 uint64_t nr)
 {
 	rec_begin(r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
 	rec_u64(r, nr ? ips[nr - 1] : 0);

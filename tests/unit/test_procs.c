@@ -133,8 +133,12 @@ static void test_mmap_splits_and_fork_exec(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
 	struct fx_procs *p = fx_procs_new(objs, root);
-	struct fx_mapping_info m = { .pid = 100, .start = 0x402000, .end = 0x403000,
-				     .path = "/nonexistent/libnew.so", .dev = 1, .ino = 2 };
+	struct fx_mapping_info m = { .pid = 100,
+				     .start = 0x402000,
+				     .end = 0x403000,
+				     .path = "/nonexistent/libnew.so",
+				     .dev = 1,
+				     .ino = 2 };
 	struct fx_proc *proc, *child;
 	uint32_t obj, obj_new;
 	uint64_t off;

@@ -27,12 +27,12 @@ static void test_sample(void **state)
 
 	(void)state;
 	rec_begin(&r, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER);
-	rec_u64(&r, 0x401234);         /* ip */
-	rec_u32x2(&r, 100, 101);       /* pid, tid */
-	rec_u64(&r, 123456789);        /* time */
-	rec_u32x2(&r, 1, 0);           /* cpu */
-	rec_u64(&r, 10101010);         /* period */
-	rec_u64(&r, 4);                /* nr */
+	rec_u64(&r, 0x401234);	 /* ip */
+	rec_u32x2(&r, 100, 101); /* pid, tid */
+	rec_u64(&r, 123456789);	 /* time */
+	rec_u32x2(&r, 1, 0);	 /* cpu */
+	rec_u64(&r, 10101010);	 /* period */
+	rec_u64(&r, 4);		 /* nr */
 	rec_u64(&r, PERF_CONTEXT_USER);
 	rec_u64(&r, 0x401234);
 	rec_u64(&r, 0x401100);
@@ -61,8 +61,10 @@ static void test_sample(void **state)
 
 static void test_mmap2_build_id(void **state)
 {
-	static const uint8_t bid[20] = { 0xf0, 0xfc, 0x29, 0x16, 0x5c, 0xbe, 0x60, 0x88, 0xc0, 0xe1,
-					 0xad, 0xf0, 0x3b, 0x00, 0x48, 0xfb, 0xec, 0xbc, 0x00, 0x3a };
+	static const uint8_t bid[20] = {
+		0xf0, 0xfc, 0x29, 0x16, 0x5c, 0xbe, 0x60, 0x88, 0xc0, 0xe1,
+		0xad, 0xf0, 0x3b, 0x00, 0x48, 0xfb, 0xec, 0xbc, 0x00, 0x3a
+	};
 	uint8_t idbuf[24] = { 20 };
 	struct rec r;
 	struct fx_record_mmap m;

@@ -82,8 +82,8 @@ static void start_process(struct fixture *f)
 	rec_u64(&r, 0x10000);
 	rec_u64(&r, 0x1000);
 	rec_u32x2(&r, 0xfd, 1); /* maj, min */
-	rec_u64(&r, 4242);      /* ino */
-	rec_u64(&r, 0);         /* ino generation */
+	rec_u64(&r, 4242);	/* ino */
+	rec_u64(&r, 0);		/* ino generation */
 	rec_u32x2(&r, 5, 2);
 	rec_str(&r, f->self);
 	rec_trailer(&r, 500, 500, 12);
@@ -94,8 +94,12 @@ static void test_new_process_samples(void **state)
 {
 	struct fx_recorder_opts opts = { 0 };
 	struct fixture *f = fixture_new(&opts, true);
-	const uint64_t ips[] = { PERF_CONTEXT_KERNEL, 0xffffffff81000100ULL, PERF_CONTEXT_USER,
-				 0x400100, 0x400200, 0x400300 };
+	const uint64_t ips[] = { PERF_CONTEXT_KERNEL,
+				 0xffffffff81000100ULL,
+				 PERF_CONTEXT_USER,
+				 0x400100,
+				 0x400200,
+				 0x400300 };
 	const struct fx_window_sample *s;
 	const struct fx_window_stack *st;
 	const struct fx_object *ob;
@@ -140,7 +144,7 @@ static void test_no_kernel_and_filters(void **state)
 	(void)state;
 	start_process(f);
 	fx_recorder_handle(&f->r, rec_sample(&r, 500, 500, 20, ips, 4));
-	fx_recorder_handle(&f->r, rec_sample(&r, 0, 0, 21, ips, 2));   /* idle */
+	fx_recorder_handle(&f->r, rec_sample(&r, 0, 0, 21, ips, 2));	 /* idle */
 	fx_recorder_handle(&f->r, rec_sample(&r, 777, 777, 22, ips, 4)); /* not asked for */
 	assert_int_equal(f->w.nsamples, 1);
 	assert_int_equal(f->r.counters.filtered, 2);

@@ -174,9 +174,9 @@ static void test_rejects_bad_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_reads_in_order),   cmocka_unit_test(test_record_wraps),
-		cmocka_unit_test(test_header_wraps),     cmocka_unit_test(test_partial_record_waits),
-		cmocka_unit_test(test_bogus_size),       cmocka_unit_test(test_rejects_bad_size),
+		cmocka_unit_test(test_reads_in_order), cmocka_unit_test(test_record_wraps),
+		cmocka_unit_test(test_header_wraps),   cmocka_unit_test(test_partial_record_waits),
+		cmocka_unit_test(test_bogus_size),     cmocka_unit_test(test_rejects_bad_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
