@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fxagent/log.h"
+#include "fxagent/util.h"
 #include "fxagent/window.h"
 
 struct alias {
@@ -153,24 +154,9 @@ static void index_alias(struct fx_objects *o, size_t i)
 /* Makes room for one more object and one more alias. */
 static int reserve(struct fx_objects *o)
 {
-	if (o->naliases + 1 > o->aliases_cap) {
-		size_t ncap = o->aliases_cap ? o->aliases_cap * 2 : 64;
-		struct alias *a = realloc(o->aliases, ncap * sizeof(*a));
-
-		if (!a)
-			return -ENOMEM;
-		o->aliases = a;
-		o->aliases_cap = ncap;
-	}
-	if (o->n + 1 > o->cap) {
-		size_t ncap = o->cap ? o->cap * 2 : 64;
-		struct fx_object **v = realloc(o->v, ncap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		o->v = v;
-		o->cap = ncap;
-	}
+	if (fx_grow(&o->aliases, &o->aliases_cap, o->naliases + 1, sizeof(*o->aliases)) < 0 ||
+	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0)
+		return -ENOMEM;
 	if ((o->naliases + 1) * 2 > o->hcap) {
 		size_t ncap = o->hcap ? o->hcap * 2 : 256;
 		uint32_t *a = calloc(ncap, sizeof(*a)), *b = calloc(ncap, sizeof(*b));

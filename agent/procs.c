@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
+#include "fxagent/util.h"
 #include "fxagent/window.h"
 
 /* A u32-keyed open-addressing table of pointers (key 0 is never used: pid 0
@@ -194,15 +195,9 @@ static int unmap_range(struct fx_proc *proc, uint64_t start, uint64_t end)
 			/* Split in two: needs one more slot. */
 			struct fx_map right = m;
 
-			if (proc->nmaps + 1 > proc->maps_cap) {
-				size_t ncap = proc->maps_cap * 2;
-				struct fx_map *v = realloc(proc->maps, ncap * sizeof(*v));
-
-				if (!v)
-					return -ENOMEM;
-				proc->maps = v;
-				proc->maps_cap = ncap;
-			}
+			if (fx_grow(&proc->maps, &proc->maps_cap, proc->nmaps + 1,
+				    sizeof(*proc->maps)) < 0)
+				return -ENOMEM;
 			right.pgoff += end - m.start;
 			right.start = end;
 			proc->maps[i].end = start;
@@ -235,15 +230,8 @@ static int add_map(struct fx_proc *proc, uint64_t start, uint64_t end, uint64_t 
 
 	if (unmap_range(proc, start, end) < 0)
 		return -ENOMEM;
-	if (proc->nmaps + 1 > proc->maps_cap) {
-		size_t ncap = proc->maps_cap ? proc->maps_cap * 2 : 16;
-		struct fx_map *v = realloc(proc->maps, ncap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		proc->maps = v;
-		proc->maps_cap = ncap;
-	}
+	if (fx_grow(&proc->maps, &proc->maps_cap, proc->nmaps + 1, sizeof(*proc->maps)) < 0)
+		return -ENOMEM;
 	hi = proc->nmaps;
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;

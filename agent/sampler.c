@@ -15,6 +15,7 @@
 
 #include "fxagent/log.h"
 #include "fxagent/ring.h"
+#include "fxagent/util.h"
 
 #define MAX_CPUS 4096
 
@@ -303,29 +304,9 @@ const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s)
 
 static int push(struct fx_sampler *s, const struct perf_event_header *h, uint32_t seq)
 {
-	size_t need = s->buf_len + h->size;
-
-	if (need > s->buf_cap) {
-		size_t ncap = s->buf_cap ? s->buf_cap * 2 : 1 << 20;
-		uint8_t *b;
-
-		while (ncap < need)
-			ncap *= 2;
-		b = realloc(s->buf, ncap);
-		if (!b)
-			return -ENOMEM;
-		s->buf = b;
-		s->buf_cap = ncap;
-	}
-	if (s->nrefs + 1 > s->refs_cap) {
-		size_t ncap = s->refs_cap ? s->refs_cap * 2 : 4096;
-		struct batch_ref *r = realloc(s->refs, ncap * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		s->refs = r;
-		s->refs_cap = ncap;
-	}
+	if (fx_grow(&s->buf, &s->buf_cap, s->buf_len + h->size, 1) < 0 ||
+	    fx_grow(&s->refs, &s->refs_cap, s->nrefs + 1, sizeof(*s->refs)) < 0)
+		return -ENOMEM;
 	memcpy(s->buf + s->buf_len, h, h->size);
 	s->refs[s->nrefs++] = (struct batch_ref){ .time = fx_record_time(&s->fmt, h),
 						  .off = s->buf_len,
