@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -259,6 +260,25 @@ static void default_output(char *buf, size_t len, const char *host)
 	snprintf(buf, len, "fxagent-%s-%s.json.gz", host, ts);
 }
 
+/* Fails early, before recording, when the profile could not be written. */
+static int check_output(const char *path)
+{
+	char *dup, *dir;
+	int ret = 0;
+
+	if (!strcmp(path, "-"))
+		return 0;
+	dup = strdup(path);
+	if (!dup)
+		return -ENOMEM;
+	dir = dirname(dup);
+	if (access(dir, W_OK | X_OK) < 0)
+		ret = fx_log_errno(FX_LOG_ERR, errno, "cannot write the profile to '%s': %s", path,
+				   strerror(errno));
+	free(dup);
+	return ret;
+}
+
 static int record_once(const struct options *o)
 {
 	struct fx_sampler_opts sopts = { .frequency = o->frequency,
@@ -299,6 +319,9 @@ static int record_once(const struct options *o)
 	sigaction(SIGTERM, &sa, NULL);
 
 	ret = fx_sampler_open(&sopts, &sampler);
+	if (ret < 0)
+		goto out;
+	ret = check_output(output);
 	if (ret < 0)
 		goto out;
 	objs = fx_objects_new("/proc", 8192);

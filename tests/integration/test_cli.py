@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The command line: --help, --version, usage errors (exit 2), an unwritable output
-(exit 1 and a message), --output - (gzip on stdout), SIGINT (ends early, still
+(exit 1 and a message, before recording), no privileges (exit 1 and one line
+saying what is missing), --output - (gzip on stdout), SIGINT (ends early, still
 writes, exit 0), --include-idle (idle CPUs show as pid 0)."""
 
 import gzip
@@ -44,10 +45,15 @@ def body(t):
             "a usage error still wrote the output file")
 
     bad = "/nonexistent-fx-dir/sub/out.json.gz"
-    p = t.run_agent("--once", "--duration", "500ms", "--output", bad, timeout=30)
+    started = time.monotonic()
+    p = t.run_agent("--once", "--duration", "10s", "--output", bad, timeout=30)
     t.check(p.returncode == 1, f"--output {bad}: exit {p.returncode}, want 1")
     t.check("nonexistent-fx-dir" in p.stderr,
             f"--output {bad}: the message does not name the path: {p.stderr.strip()[:300]!r}")
+    t.check(time.monotonic() - started < 5, f"--output {bad}: the error came only after "
+            "recording; it should come before")
+
+    _unprivileged(t)
 
     # --output -: the gzip profile on stdout; 500ms is a valid duration.
     cmd = [t.agent, "--once", "--duration", "500ms", "--output", "-"]
@@ -73,6 +79,28 @@ def body(t):
     rows = [(th["pid"], th["name"]) for th in idle.threads if str(th["pid"]) == "0"]
     t.check(rows and idle.weight(idle.threads_of(0)) > 0,
             "--include-idle (system-wide): no samples of the idle task (pid 0)")
+
+
+def _unprivileged(t):
+    """Run as nobody: exit 1 and one line naming CAP_PERFMON and the paranoid value."""
+    with open("/proc/sys/kernel/perf_event_paranoid") as f:
+        paranoid = int(f.read())
+    if paranoid < 0:
+        t.note(f"kernel.perf_event_paranoid is {paranoid}: anyone may profile the whole "
+               "system, so there is no permission error to check")
+        return
+    out = os.path.join("/tmp", f"fx-unpriv-{os.getpid()}.json.gz")
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", t.agent, "--once",
+           "--duration", "1s", "--output", out]
+    t.note("+ " + " ".join(cmd))
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    lines = p.stderr.strip().splitlines()
+    t.check(p.returncode == 1, f"as nobody: exit {p.returncode}, want 1; stderr: {p.stderr!r}")
+    t.check(len(lines) == 1, f"as nobody: want one line on stderr, got {lines}")
+    msg = p.stderr
+    for word in ("CAP_PERFMON", f"perf_event_paranoid is {paranoid}", "sysctl"):
+        t.check(word in msg, f"as nobody: the message does not say {word!r}: {msg.strip()!r}")
+    t.check(not os.path.exists(out), "as nobody: a profile was written anyway")
 
 
 def _sigint(t, duration):
