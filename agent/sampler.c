@@ -206,7 +206,7 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 
 int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 {
-	static uint8_t bitmap[MAX_CPUS / 8];
+	uint8_t bitmap[MAX_CPUS / 8];
 	struct fx_sampler *s;
 	int n, ret = 0;
 
