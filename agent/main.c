@@ -38,7 +38,9 @@ struct options {
 	bool include_idle;
 	uint32_t pids[MAX_PIDS];
 	size_t npids;
-	size_t ring_pages;
+	size_t ring_pages; /* 0 = sized for the records */
+	enum fx_unwind_mode unwind;
+	uint32_t stack_bytes;
 	bool verbose;
 };
 
@@ -121,7 +123,7 @@ static int parse_uint(const char *s, unsigned long long min, unsigned long long 
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_ONCE = 256, OPT_NO_KERNEL, OPT_INCLUDE_IDLE };
+	enum { OPT_ONCE = 256, OPT_NO_KERNEL, OPT_INCLUDE_IDLE, OPT_UNWIND, OPT_STACK_BYTES };
 	static const struct option longopts[] = {
 		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "duration", required_argument, NULL, 'd' },
@@ -130,6 +132,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "no-kernel", no_argument, NULL, OPT_NO_KERNEL },
 		{ "include-idle", no_argument, NULL, OPT_INCLUDE_IDLE },
+		{ "unwind", required_argument, NULL, OPT_UNWIND },
+		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -184,6 +188,28 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_INCLUDE_IDLE:
 			o->include_idle = true;
+			break;
+		case OPT_UNWIND:
+			if (!strcmp(optarg, "dwarf")) {
+				o->unwind = FX_UNWIND_DWARF;
+			} else if (!strcmp(optarg, "fp")) {
+				o->unwind = FX_UNWIND_FP;
+			} else {
+				fprintf(stderr,
+					"fxagent: invalid --unwind '%s': expected dwarf or fp\n",
+					optarg);
+				return -EINVAL;
+			}
+			break;
+		case OPT_STACK_BYTES:
+			if (parse_uint(optarg, 1024, 32768, &v) < 0 || v % 8) {
+				fprintf(stderr,
+					"fxagent: invalid --stack-bytes '%s': expected a multiple "
+					"of 8 from 1024 to 32768\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->stack_bytes = (uint32_t)v;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -283,8 +309,10 @@ static int record_once(const struct options *o)
 {
 	struct fx_sampler_opts sopts = { .frequency = o->frequency,
 					 .kernel = o->kernel,
-					 .ring_pages = o->ring_pages };
-	struct fx_unwind_opts uopts = { .mode = FX_UNWIND_FP, .kernel = o->kernel };
+					 .ring_pages = o->ring_pages,
+					 .user_regs_stack = o->unwind == FX_UNWIND_DWARF,
+					 .stack_bytes = o->stack_bytes };
+	struct fx_unwind_opts uopts = { .mode = o->unwind, .kernel = o->kernel, .max_procs = 256 };
 	struct fx_recorder_opts ropts = {
 		.include_idle = o->include_idle,
 		.pids = o->npids ? o->pids : NULL,
@@ -326,7 +354,8 @@ static int record_once(const struct options *o)
 		goto out;
 	objs = fx_objects_new("/proc", 8192);
 	procs = objs ? fx_procs_new(objs, "/proc") : NULL;
-	unwinder = fx_unwind_new(&uopts);
+	uopts.objs = objs;
+	unwinder = procs ? fx_unwind_new(&uopts) : NULL;
 	rec = malloc(sizeof(*rec));
 	if (!procs || !unwinder || !rec) {
 		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
@@ -418,6 +447,18 @@ static int record_once(const struct options *o)
 		100.0 * (double)cpu_rec / (double)(end_ns - start_ns),
 		(double)(now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
 		window.nframes, window.nstacks, rstats.objects);
+	if (fx_unwind_dwarf(unwinder)) {
+		const struct fx_dwunwind *dw = fx_unwind_dwarf(unwinder);
+		struct fx_dwunwind_stats ds;
+
+		fx_dwunwind_get_stats(dw, &ds);
+		fx_info("stats: dwarf unwinds %" PRIu64 ", median %.1f us, p99 %.1f us, truncated "
+			"%" PRIu64 ", dwfl created %" PRIu64 ", updated %" PRIu64
+			", evicted %" PRIu64,
+			ds.unwinds, (double)fx_dwunwind_quantile_ns(dw, 0.5) / 1000.0,
+			(double)fx_dwunwind_quantile_ns(dw, 0.99) / 1000.0, ds.truncated,
+			ds.dwfl_new, ds.dwfl_update, ds.evicted);
+	}
 	if (window.counters.lost)
 		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", window.counters.lost);
 	ret = 0;
@@ -441,7 +482,8 @@ int main(int argc, char **argv)
 		.duration_ms = 10000,
 		.frequency = 99,
 		.kernel = true,
-		.ring_pages = 64,
+		.unwind = FX_UNWIND_DWARF,
+		.stack_bytes = 16384,
 	};
 
 	if (parse_args(argc, argv, &o) < 0)

@@ -29,6 +29,7 @@ struct fx_procs {
 	struct table procs;   /* pid -> struct fx_proc */
 	struct table threads; /* tid -> struct fx_thread */
 	struct fx_procs_stats stats;
+	uint64_t gen; /* source of fx_proc.image and .generation */
 };
 
 static size_t slot_of(uint32_t key, size_t cap)
@@ -223,8 +224,8 @@ static int unmap_range(struct fx_proc *proc, uint64_t start, uint64_t end)
 	return 0;
 }
 
-static int add_map(struct fx_proc *proc, uint64_t start, uint64_t end, uint64_t pgoff,
-		   uint32_t object)
+static int add_map(struct fx_procs *p, struct fx_proc *proc, uint64_t start, uint64_t end,
+		   uint64_t pgoff, uint32_t object)
 {
 	size_t lo = 0, hi;
 
@@ -245,7 +246,7 @@ static int add_map(struct fx_proc *proc, uint64_t start, uint64_t end, uint64_t 
 	proc->maps[lo] =
 		(struct fx_map){ .start = start, .end = end, .pgoff = pgoff, .object = object };
 	proc->nmaps++;
-	proc->generation++;
+	proc->generation = ++p->gen;
 	return 0;
 }
 
@@ -291,7 +292,7 @@ static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 					     &pth) <= 0)
 			continue;
 		m.path = pth;
-		add_map(proc, m.start, m.end, pgoff, object_for(p, &m));
+		add_map(p, proc, m.start, m.end, pgoff, object_for(p, &m));
 	}
 	free(line);
 	fclose(f);
@@ -304,6 +305,7 @@ static struct fx_proc *new_proc(struct fx_procs *p, uint32_t pid)
 	if (!proc)
 		return NULL;
 	proc->pid = pid;
+	proc->image = proc->generation = ++p->gen;
 	if (table_put(&p->procs, pid, proc) < 0) {
 		free(proc);
 		return NULL;
@@ -386,7 +388,7 @@ void fx_procs_on_mmap(struct fx_procs *p, const struct fx_mapping_info *m, uint6
 
 	if (!proc || m->end <= m->start)
 		return;
-	add_map(proc, m->start, m->end, pgoff, object_for(p, m));
+	add_map(p, proc, m->start, m->end, pgoff, object_for(p, m));
 }
 
 void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm, bool exec)
@@ -398,7 +400,7 @@ void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char
 	if (exec) {
 		/* The old image is gone; its new mappings follow as MMAP2 records. */
 		proc->nmaps = 0;
-		proc->generation++;
+		proc->image = proc->generation = ++p->gen;
 	}
 	if (exec || tid == pid)
 		snprintf(proc->comm, sizeof(proc->comm), "%s", comm);
@@ -441,7 +443,7 @@ void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t 
 			proc->nmaps = proc->maps_cap = parent->nmaps;
 		}
 	}
-	proc->generation++;
+	proc->image = proc->generation = ++p->gen;
 	new_thread(p, pid, tid, proc->comm);
 }
 

@@ -544,7 +544,9 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
 	"\"fields\":[{\"key\":\"wallclock\",\"label\":\"Wall clock\",\"format\":\"string\"},"
 	"{\"key\":\"seq\",\"label\":\"Window #\",\"format\":\"integer\"},"
-	"{\"key\":\"samples\",\"label\":\"Samples\",\"format\":\"integer\"}]},"
+	"{\"key\":\"samples\",\"label\":\"Samples\",\"format\":\"integer\"},"
+	"{\"key\":\"lost\",\"label\":\"Lost samples\",\"format\":\"integer\"},"
+	"{\"key\":\"truncated\",\"label\":\"Truncated stacks\",\"format\":\"integer\"}]},"
 	"{\"name\":\"" SCHEMA_LOST "\","
 	"\"tableLabel\":\"lost {marker.data.count}\","
 	"\"tooltipLabel\":\"Lost samples: {marker.data.count}\","
@@ -854,6 +856,8 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 			key_string(j, "wallclock", m->text ? m->text : "");
 			key_int(j, "seq", m->seq);
 			key_int(j, "samples", m->count);
+			key_int(j, "lost", m->lost);
+			key_int(j, "truncated", m->truncated);
 		}
 		fx_json_object_end(j);
 	}

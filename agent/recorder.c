@@ -85,6 +85,13 @@ static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)
 	fx_procs_on_mmap(r->procs, &mi, m.pgoff);
 }
 
+static void on_exit_record(struct fx_recorder *r, const struct fx_record_task *t)
+{
+	fx_procs_on_exit(r->procs, t->pid, t->tid);
+	if (t->pid == t->tid)
+		fx_unwind_forget(r->unwinder, t->pid);
+}
+
 static void on_lost(struct fx_recorder *r, const struct perf_event_header *h)
 {
 	struct fx_record_lost l;
@@ -131,7 +138,7 @@ void fx_recorder_handle(void *ctx, const struct perf_event_header *h)
 		else if (h->type == PERF_RECORD_FORK)
 			fx_procs_on_fork(r->procs, t.pid, t.ppid, t.tid, t.ptid);
 		else
-			fx_procs_on_exit(r->procs, t.pid, t.tid);
+			on_exit_record(r, &t);
 		break;
 	}
 	case PERF_RECORD_LOST:

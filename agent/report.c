@@ -326,6 +326,8 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 		.text = wall,
 		.count = (int64_t)w->counters.samples,
 		.seq = in->seq,
+		.lost = (int64_t)w->counters.lost,
+		.truncated = (int64_t)w->counters.truncated,
 	};
 	for (size_t i = 0; i < in->nlost; i++) {
 		double t = in->lost[i].time_ns > in->meta.start_ns

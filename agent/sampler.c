@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 #include "fxagent/ring.h"
 #include "fxagent/util.h"
@@ -113,6 +114,21 @@ static int online_cpus(uint8_t *bitmap)
 	return fx_sampler_parse_cpus(buf, bitmap, MAX_CPUS);
 }
 
+size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	/* Header, fixed fields and a full callchain (PERF_MAX_STACK_DEPTH 127 and
+	 * context markers), plus registers and the stack copy in DWARF mode. */
+	size_t record = 64 + 8 * 136;
+	size_t pages = 64;
+
+	if (opts->user_regs_stack)
+		record += 8 + 8 * FX_DWUNWIND_NREGS + 16 + opts->stack_bytes;
+	while (pages * page < 32 * record)
+		pages *= 2;
+	return pages;
+}
+
 static int read_int_file(const char *path, int *out)
 {
 	FILE *f = fopen(path, "re");
@@ -152,6 +168,12 @@ static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr
 	a->sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU |
 			 PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN;
 	a->exclude_callchain_kernel = !opts->kernel;
+	if (opts->user_regs_stack) {
+		a->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		a->sample_regs_user = FX_DWUNWIND_REGS_MASK;
+		a->sample_stack_user = opts->stack_bytes;
+		a->exclude_callchain_user = 1;
+	}
 	a->disabled = 1;
 	a->mmap = 1;
 	a->mmap2 = 1;
@@ -210,9 +232,11 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	struct fx_sampler *s;
 	int n, ret = 0;
 
-	if (!opts->frequency || !opts->ring_pages || (opts->ring_pages & (opts->ring_pages - 1)))
+	if (!opts->frequency || (opts->ring_pages & (opts->ring_pages - 1)) ||
+	    (opts->user_regs_stack && (!opts->stack_bytes || opts->stack_bytes % 8)))
 		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "sampler: frequency must be > 0 and ring pages a power of two");
+				    "sampler: frequency must be > 0, ring pages a power of two and "
+				    "the stack copy a multiple of 8 bytes");
 	n = online_cpus(bitmap);
 	if (n <= 0)
 		return fx_log_errno(FX_LOG_ERR, EIO, "cannot read the list of online CPUs");
@@ -220,6 +244,9 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	if (!s)
 		return -ENOMEM;
 	s->opts = *opts;
+	if (!s->opts.ring_pages)
+		s->opts.ring_pages = fx_sampler_ring_pages(opts);
+	s->stats.ring_pages = s->opts.ring_pages;
 	s->stats.build_id = true;
 	s->ev = calloc((size_t)n, sizeof(*s->ev));
 	s->pfd = calloc((size_t)n, sizeof(*s->pfd));
@@ -255,6 +282,10 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 			       PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_CALLCHAIN,
 		.sample_id_all = true,
 	};
+	if (opts->user_regs_stack) {
+		s->fmt.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+		s->fmt.regs_user_mask = FX_DWUNWIND_REGS_MASK;
+	}
 	*out = s;
 	return 0;
 fail:

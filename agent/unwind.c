@@ -8,20 +8,44 @@
 
 struct fx_unwinder {
 	struct fx_unwind_opts opts;
+	struct fx_dwunwind *dw; /* FX_UNWIND_DWARF only */
+	uint64_t ips[FX_UNWIND_MAX_FRAMES];
 };
 
 struct fx_unwinder *fx_unwind_new(const struct fx_unwind_opts *opts)
 {
 	struct fx_unwinder *u = calloc(1, sizeof(*u));
 
-	if (u)
-		u->opts = *opts;
+	if (!u)
+		return NULL;
+	u->opts = *opts;
+	if (opts->mode == FX_UNWIND_DWARF) {
+		u->dw = fx_dwunwind_new(opts->objs, opts->max_procs);
+		if (!u->dw) {
+			free(u);
+			return NULL;
+		}
+	}
 	return u;
 }
 
 void fx_unwind_free(struct fx_unwinder *u)
 {
+	if (!u)
+		return;
+	fx_dwunwind_free(u->dw);
 	free(u);
+}
+
+void fx_unwind_forget(struct fx_unwinder *u, uint32_t pid)
+{
+	if (u->dw)
+		fx_dwunwind_forget(u->dw, pid);
+}
+
+const struct fx_dwunwind *fx_unwind_dwarf(const struct fx_unwinder *u)
+{
+	return u->dw;
 }
 
 static struct fx_window_frame user_frame(const struct fx_proc *proc, uint64_t ip)
@@ -44,6 +68,7 @@ void fx_unwind_sample(struct fx_unwinder *u, const struct fx_proc *proc,
 	/* The callchain is innermost first; collect it that way, then reverse. */
 	uint64_t ctx = PERF_CONTEXT_USER;
 	size_t n = 0, first_in_ctx = 1;
+	bool dwarf = u->opts.mode == FX_UNWIND_DWARF;
 
 	res->truncated = false;
 	for (uint64_t i = 0; s->ips && i < s->nr; i++) {
@@ -66,12 +91,20 @@ void fx_unwind_sample(struct fx_unwinder *u, const struct fx_proc *proc,
 			if (!u->opts.kernel)
 				continue;
 			f = (struct fx_window_frame){ .object = FX_OBJ_KERNEL, .addr = ip };
-		} else if (ctx == PERF_CONTEXT_USER) {
+		} else if (ctx == PERF_CONTEXT_USER && !dwarf) {
 			f = user_frame(proc, ip);
 		} else {
-			continue; /* guest or hypervisor contexts */
+			continue; /* guest or hypervisor contexts; user ones come from DWARF */
 		}
 		out[n++] = f;
+	}
+	if (dwarf && n < cap) {
+		bool truncated;
+		size_t k = fx_dwunwind_user(u->dw, proc, s, u->ips, cap - n, &truncated);
+
+		for (size_t i = 0; i < k; i++)
+			out[n++] = user_frame(proc, u->ips[i]);
+		res->truncated |= truncated;
 	}
 	if (n == 0 && s->ip && cap > 0) {
 		/* No callchain at all: keep at least where the sample hit. */

@@ -31,7 +31,9 @@ struct fx_proc {
 	bool loaded;	     /* maps were read from /proc or built from records */
 	struct fx_map *maps; /* sorted by start, not overlapping */
 	size_t nmaps, maps_cap;
-	uint64_t generation; /* bumped when the mappings change (exec, mmap) */
+	/* Both from one counter of the table, so a value is never reused: */
+	uint64_t image;	     /* changes when the address space is replaced (new, fork, exec) */
+	uint64_t generation; /* changes with any change of the mappings */
 };
 
 struct fx_thread {

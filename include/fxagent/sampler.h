@@ -20,15 +20,22 @@
 struct fx_sampler_opts {
 	unsigned frequency; /* Hz */
 	bool kernel;	    /* kernel callchains */
-	size_t ring_pages;  /* data pages per CPU ring; power of two */
+	/* User stacks from registers and a stack copy of stack_bytes (a multiple
+	 * of 8) for DWARF unwinding, instead of frame-pointer callchains. */
+	bool user_regs_stack;
+	uint32_t stack_bytes;
+	/* Data pages per CPU ring, a power of two; 0 = enough for 32 of the
+	 * largest records (fewer and samples vanish without a LOST record). */
+	size_t ring_pages;
 };
 
 struct fx_sampler_stats {
 	uint64_t records;
 	uint64_t samples;
-	uint64_t corrupt; /* ring reads ended by an impossible record */
-	unsigned cpus;	  /* events opened */
-	bool build_id;	  /* MMAP2 records carry build-ids */
+	uint64_t corrupt;  /* ring reads ended by an impossible record */
+	unsigned cpus;	   /* events opened */
+	size_t ring_pages; /* data pages per CPU ring */
+	bool build_id;	   /* MMAP2 records carry build-ids */
 };
 
 typedef void (*fx_sampler_fn)(void *ctx, const struct perf_event_header *h);
@@ -52,6 +59,11 @@ const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s);
 int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx);
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out);
+
+/* The ring size fx_sampler_open() picks when opts->ring_pages is 0: the
+ * smallest power of two of pages (at least 64) that holds 32 records of the
+ * largest size these options produce. */
+size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts);
 
 /* Parses a CPU list like "0-3,5,7-8" into a bitmap of @max bits. Returns the
  * number of CPUs set, or -EINVAL. */

@@ -2,8 +2,9 @@
 /* unwind: turns one sample into the frames of its call path.
  *
  * Kernel frames come from the sample's callchain. User frames come from the
- * callchain too in frame-pointer mode (FX_UNWIND_FP); a DWARF mode working from
- * the sample's registers and stack copy plugs in behind the same call.
+ * callchain too in frame-pointer mode (FX_UNWIND_FP), and from the sample's
+ * registers and stack copy through DWARF CFI in FX_UNWIND_DWARF (dwunwind.h),
+ * which also walks code built without frame pointers (most of Debian).
  * Return addresses (every frame but the innermost of each part) are moved back
  * by one byte so they point into the call instruction: that is the line and
  * the inline level the caller was at.
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "fxagent/dwunwind.h"
 #include "fxagent/procs.h"
 #include "fxagent/record.h"
 #include "fxagent/window.h"
@@ -22,11 +24,14 @@
 
 enum fx_unwind_mode {
 	FX_UNWIND_FP,
+	FX_UNWIND_DWARF,
 };
 
 struct fx_unwind_opts {
 	enum fx_unwind_mode mode;
-	bool kernel; /* keep kernel frames */
+	bool kernel;		       /* keep kernel frames */
+	const struct fx_objects *objs; /* FX_UNWIND_DWARF: the objects of the maps */
+	size_t max_procs;	       /* FX_UNWIND_DWARF: processes with a cached Dwfl */
 };
 
 struct fx_unwind_result {
@@ -36,8 +41,15 @@ struct fx_unwind_result {
 
 struct fx_unwinder;
 
+/* NULL on ENOMEM. */
 struct fx_unwinder *fx_unwind_new(const struct fx_unwind_opts *opts);
 void fx_unwind_free(struct fx_unwinder *u);
+
+/* Forgets what is cached for @pid (it exited). */
+void fx_unwind_forget(struct fx_unwinder *u, uint32_t pid);
+
+/* NULL in frame-pointer mode. */
+const struct fx_dwunwind *fx_unwind_dwarf(const struct fx_unwinder *u);
 
 /* Writes the call path of @s (taken in process @proc, which may be NULL for
  * kernel threads) into @out (@cap entries, outermost first). */

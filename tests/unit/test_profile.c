@@ -159,7 +159,9 @@ static int setup(void **state)
 						     .end_ms = 10,
 						     .text = "12:00:00-12:00:10",
 						     .count = 8,
-						     .seq = 7 };
+						     .seq = 7,
+						     .lost = 17,
+						     .truncated = 3 };
 	fx->markers[1] =
 		(struct fx_profile_marker){ .type = FX_MARKER_LOST, .start_ms = 2.5, .count = 17 };
 	fx->in = (struct fx_profile_input){
@@ -397,7 +399,8 @@ static void test_profile_tables(void **state)
 	/* Markers on the marker thread only, typed by the schemas in meta. */
 	assert_jq(p, ".threads[0].markers | [.length, .startTime, .endTime, .phase, .data]",
 		  "[2,[0,2.5],[10,null],[1,0],[{\"type\":\"FxRecording\","
-		  "\"wallclock\":\"12:00:00-12:00:10\",\"seq\":7,\"samples\":8},"
+		  "\"wallclock\":\"12:00:00-12:00:10\",\"seq\":7,\"samples\":8,\"lost\":17,"
+		  "\"truncated\":3},"
 		  "{\"type\":\"FxLostSamples\",\"count\":17}]]");
 	assert_jq(p,
 		  ". as $p | .threads[0].markers | [(.name | map($p.shared.stringArray[.])), "

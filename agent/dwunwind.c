@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/dwunwind.h"
+
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/log.h"
+#include "fxagent/window.h"
+
+/* perf's x86 register numbers (asm/perf_regs.h) */
+enum {
+	PR_AX = 0,
+	PR_BX = 1,
+	PR_CX = 2,
+	PR_DX = 3,
+	PR_SI = 4,
+	PR_DI = 5,
+	PR_BP = 6,
+	PR_SP = 7,
+	PR_IP = 8,
+	PR_R8 = 16,
+};
+
+/* What the callbacks need of the sample being unwound. */
+struct sample_ctx {
+	uint32_t tid;
+	uint64_t regs[FX_DWUNWIND_NREGS];
+	uint64_t sp;
+	const uint8_t *stack;
+	uint64_t stack_len;
+	bool thread_given;
+	uint64_t *ips;
+	size_t n, cap;
+	bool full;
+	/* libdwfl takes a register it could not read as "undefined", which also
+	 * marks the outermost frame: a failed read is how we tell the two apart. */
+	bool read_failed;
+};
+
+struct entry {
+	uint32_t pid;
+	uint64_t image;
+	uint64_t generation;
+	uint64_t last_use;
+	Dwfl *dwfl;
+	bool attached;
+	struct sample_ctx *cur;
+};
+
+#define HIST_STEP_NS 100
+#define HIST_BUCKETS 2000
+
+struct fx_dwunwind {
+	const struct fx_objects *objs;
+	uint32_t hist[HIST_BUCKETS + 1]; /* unwind times, HIST_STEP_NS wide */
+	struct entry *v;
+	size_t n, max;
+	uint64_t tick;
+	struct fx_dwunwind_stats stats;
+};
+
+static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
+
+static void elf_init(void)
+{
+	elf_version(EV_CURRENT);
+}
+
+int fx_dwunwind_dwarf_regs(const uint64_t *regs, uint64_t mask, uint64_t out[FX_DWUNWIND_NREGS])
+{
+	/* DWARF number -> perf number */
+	static const uint8_t perf_of[FX_DWUNWIND_NREGS] = {
+		PR_AX,	   PR_DX,     PR_CX,	 PR_BX,	    PR_SI,     PR_DI,
+		PR_BP,	   PR_SP,     PR_R8,	 PR_R8 + 1, PR_R8 + 2, PR_R8 + 3,
+		PR_R8 + 4, PR_R8 + 5, PR_R8 + 6, PR_R8 + 7, PR_IP,
+	};
+
+	for (int d = 0; d < FX_DWUNWIND_NREGS; d++) {
+		unsigned p = perf_of[d];
+
+		if (!(mask & (1ULL << p)))
+			return -EINVAL;
+		/* Values are packed: the index is the number of mask bits below. */
+		out[d] = regs[__builtin_popcountll(mask & ((1ULL << p) - 1))];
+	}
+	return 0;
+}
+
+int fx_dwunwind_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	GElf_Ehdr ehdr;
+	Elf *elf;
+	size_t phnum;
+	int ret = -ENOENT;
+
+	pthread_once(&elf_once, elf_init);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &phnum) != 0) {
+		elf_end(elf);
+		return -ENOEXEC;
+	}
+	if (ehdr.e_type == ET_EXEC) {
+		*bias = 0;
+		elf_end(elf);
+		return 0;
+	}
+	/* Two passes: the executable segment first, as a mapping of code is. */
+	for (int pass = 0; pass < 2 && ret < 0; pass++) {
+		for (size_t i = 0; i < phnum; i++) {
+			GElf_Phdr ph;
+
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+				continue;
+			if (pass == 0 && !(ph.p_flags & PF_X))
+				continue;
+			if ((ph.p_offset & ~(page - 1)) != pgoff)
+				continue;
+			*bias = start - (ph.p_vaddr & ~(page - 1));
+			ret = 0;
+			break;
+		}
+	}
+	elf_end(elf);
+	return ret;
+}
+
+/* ---- libdwfl callbacks ---- */
+
+static int find_elf_none(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			 char **file_name, Elf **elfp)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name, (void)elfp;
+	return -1;
+}
+
+/* Never look for separate debug files (or ask debuginfod) from the hot path:
+ * .eh_frame, or .debug_frame of the binary itself, is what unwinding uses. */
+static int find_debuginfo_none(Dwfl_Module *mod, void **userdata, const char *modname,
+			       Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+			       GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	(void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+	(void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+	return -1;
+}
+
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = find_elf_none,
+	.find_debuginfo = find_debuginfo_none,
+	.section_address = dwfl_offline_section_address,
+};
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct entry *e = arg;
+
+	(void)dwfl;
+	if (!e->cur || e->cur->thread_given)
+		return 0;
+	e->cur->thread_given = true;
+	*thread_argp = e;
+	return (pid_t)e->cur->tid;
+}
+
+static bool get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	struct entry *e = arg;
+
+	(void)dwfl;
+	if (!e->cur || (uint32_t)tid != e->cur->tid)
+		return false;
+	*thread_argp = e;
+	return true;
+}
+
+/* Reads only the stack copy: anything else is not known at sample time. */
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct entry *e = arg;
+	struct sample_ctx *c = e->cur;
+
+	(void)dwfl;
+	if (!c)
+		return false;
+	if (addr < c->sp || addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
+		c->read_failed = true;
+		return false;
+	}
+	memcpy(result, c->stack + (addr - c->sp), 8);
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct entry *e = arg;
+
+	return dwfl_thread_state_registers(thread, 0, FX_DWUNWIND_NREGS,
+					   (const Dwarf_Word *)e->cur->regs);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.get_thread = get_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+/* ---- the per-process cache ---- */
+
+static void entry_clear(struct entry *e)
+{
+	if (e->dwfl)
+		dwfl_end(e->dwfl);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Reports the mappings of @proc not reported yet. With @strict, returns
+ * -EEXIST at the first that cannot be added: usually it overlaps a module
+ * already there (the address space changed under us) and a fresh Dwfl is due. */
+static int report_maps(struct fx_dwunwind *d, struct entry *e, const struct fx_proc *proc,
+		       bool strict)
+{
+	int ret = 0;
+
+	dwfl_report_begin_add(e->dwfl);
+	for (size_t i = 0; i < proc->nmaps; i++) {
+		const struct fx_map *m = &proc->maps[i];
+		const struct fx_object *ob = fx_objects_get(d->objs, m->object);
+		uint64_t bias;
+		int fd;
+
+		if (!ob || ob->fd < 0 || dwfl_addrmodule(e->dwfl, m->start))
+			continue;
+		if (fx_dwunwind_load_bias(ob->fd, m->start, m->pgoff, &bias) < 0)
+			continue;
+		fd = dup(ob->fd); /* dwfl takes the fd it is given */
+		if (fd < 0)
+			continue;
+		if (!dwfl_report_elf(e->dwfl, ob->name, ob->path, fd, bias, true)) {
+			close(fd);
+			if (strict) {
+				ret = -EEXIST;
+				break;
+			}
+		}
+	}
+	dwfl_report_end(e->dwfl, NULL, NULL);
+	return ret;
+}
+
+static int entry_build(struct fx_dwunwind *d, struct entry *e, const struct fx_proc *proc)
+{
+	entry_clear(e);
+	e->pid = proc->pid;
+	e->image = proc->image;
+	e->generation = proc->generation;
+	e->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!e->dwfl)
+		return -ENOMEM;
+	report_maps(d, e, proc, false);
+	/* Attaching needs a module to learn the architecture from. */
+	e->attached = dwfl_attach_state(e->dwfl, NULL, (pid_t)proc->pid, &thread_callbacks, e);
+	d->stats.dwfl_new++;
+	return e->attached ? 0 : -ENOEXEC;
+}
+
+static struct entry *lookup(struct fx_dwunwind *d, const struct fx_proc *proc)
+{
+	struct entry *e = NULL;
+
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->v[i].pid == proc->pid && d->v[i].dwfl) {
+			e = &d->v[i];
+			break;
+		}
+	}
+	if (!e) {
+		/* Entries never move: each Dwfl holds its entry's address. */
+		for (size_t i = 0; i < d->n && !e; i++)
+			if (!d->v[i].dwfl)
+				e = &d->v[i];
+		if (!e && d->n < d->max)
+			e = &d->v[d->n++];
+		if (!e) {
+			e = &d->v[0];
+			for (size_t i = 1; i < d->n; i++)
+				if (d->v[i].last_use < e->last_use)
+					e = &d->v[i];
+			d->stats.evicted++;
+		}
+		entry_build(d, e, proc);
+	} else if (e->image != proc->image) {
+		entry_build(d, e, proc);
+	} else if (e->generation != proc->generation) {
+		/* New code mapped (dlopen): add it; start over if it replaced some. */
+		if (report_maps(d, e, proc, true) == -EEXIST)
+			entry_build(d, e, proc);
+		else
+			d->stats.dwfl_update++;
+		e->generation = proc->generation;
+	}
+	e->last_use = ++d->tick;
+	return e->attached ? e : NULL;
+}
+
+struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs)
+{
+	struct fx_dwunwind *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return NULL;
+	pthread_once(&elf_once, elf_init);
+	d->objs = objs;
+	d->max = max_procs ? max_procs : 1;
+	d->v = calloc(d->max, sizeof(*d->v));
+	if (!d->v) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}
+
+void fx_dwunwind_free(struct fx_dwunwind *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n; i++)
+		entry_clear(&d->v[i]);
+	free(d->v);
+	free(d);
+}
+
+void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid)
+{
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->v[i].pid == pid && d->v[i].dwfl) {
+			entry_clear(&d->v[i]); /* the slot is free for the next process */
+			return;
+		}
+	}
+}
+
+static int on_frame(Dwfl_Frame *state, void *arg)
+{
+	struct sample_ctx *c = arg;
+	Dwarf_Addr pc;
+	bool activation;
+
+	if (!dwfl_frame_pc(state, &pc, &activation))
+		return DWARF_CB_ABORT;
+	if (c->n == c->cap) {
+		c->full = true;
+		return DWARF_CB_ABORT;
+	}
+	/* A return address points after the call; the call is what ran. */
+	c->ips[c->n++] = activation || pc == 0 ? pc : pc - 1;
+	return DWARF_CB_OK;
+}
+
+size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
+			const struct fx_record_sample *s, uint64_t *ips, size_t cap,
+			bool *truncated)
+{
+	struct sample_ctx c = { .tid = s->tid, .ips = ips, .cap = cap };
+	struct timespec t0, t1;
+	struct entry *e;
+	uint64_t ns;
+	int ret;
+
+	*truncated = false;
+	if (!s->abi || !s->regs || cap == 0 ||
+	    fx_dwunwind_dwarf_regs(s->regs, FX_DWUNWIND_REGS_MASK, c.regs) < 0) {
+		d->stats.no_regs++;
+		return 0;
+	}
+	d->stats.unwinds++;
+	c.sp = c.regs[7];
+	c.stack = s->stack;
+	c.stack_len = s->stack ? s->stack_dyn_size : 0;
+	e = proc ? lookup(d, proc) : NULL;
+	if (!e) {
+		/* No module to unwind with: the sampled address is all we know. */
+		ips[0] = c.regs[16];
+		*truncated = true;
+		d->stats.truncated++;
+		return 1;
+	}
+	e->cur = &c;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ret = dwfl_getthread_frames(e->dwfl, (pid_t)s->tid, on_frame, &c);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	e->cur = NULL;
+	ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+	     (uint64_t)t0.tv_nsec;
+	d->stats.ns += ns;
+	d->hist[ns / HIST_STEP_NS < HIST_BUCKETS ? ns / HIST_STEP_NS : HIST_BUCKETS]++;
+	if (c.n == 0) {
+		ips[c.n++] = c.regs[16];
+		ret = -1;
+	}
+	/* 0 and no failed read: the walk reached the outermost frame (its return
+	 * address is undefined in the CFI, as _start's and clone's are). */
+	if (ret != 0 || c.full || c.read_failed) {
+		*truncated = true;
+		d->stats.truncated++;
+	}
+	return c.n;
+}
+
+void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out)
+{
+	*out = d->stats;
+}
+
+uint64_t fx_dwunwind_quantile_ns(const struct fx_dwunwind *d, double q)
+{
+	uint64_t total = 0, seen = 0, want;
+
+	for (size_t i = 0; i <= HIST_BUCKETS; i++)
+		total += d->hist[i];
+	if (!total)
+		return 0;
+	want = (uint64_t)(q * (double)total);
+	if (want >= total)
+		want = total - 1;
+	for (size_t i = 0; i <= HIST_BUCKETS; i++) {
+		seen += d->hist[i];
+		if (seen > want)
+			return (uint64_t)i * HIST_STEP_NS;
+	}
+	return (uint64_t)HIST_BUCKETS * HIST_STEP_NS;
+}

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/* dwunwind: user-stack unwinding from a sample's registers and stack copy
+ * through DWARF CFI (.eh_frame, else .debug_frame), with libdwfl.
+ *
+ * One Dwfl per process is kept (a fresh one per sample costs ten times more),
+ * its modules reported with the load bias of each mapping, and attached once
+ * with callbacks that read the current sample's registers and stack copy. A
+ * process that execs gets a new Dwfl; one that maps new code (dlopen) gets the
+ * new modules added. The cache is bounded, least recently used out. Nothing
+ * here looks for debug files or touches the network: CFI comes from the
+ * binaries themselves.
+ */
+#ifndef FXAGENT_DWUNWIND_H
+#define FXAGENT_DWUNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/objects.h"
+#include "fxagent/procs.h"
+#include "fxagent/record.h"
+
+/* attr.sample_regs_user for x86-64: AX BX CX DX SI DI BP SP IP and R8-R15. */
+#define FX_DWUNWIND_REGS_MASK 0xff01ffULL
+/* DWARF x86-64 registers 0-16: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip. */
+#define FX_DWUNWIND_NREGS 17
+
+struct fx_dwunwind_stats {
+	uint64_t unwinds;     /* samples unwound */
+	uint64_t dwfl_new;    /* Dwfl created (first sample, exec, eviction) */
+	uint64_t dwfl_update; /* modules added to a live Dwfl (dlopen) */
+	uint64_t evicted;     /* Dwfl dropped for the cache bound */
+	uint64_t truncated;   /* unwinds that stopped before the outermost frame */
+	uint64_t no_regs;     /* samples without user registers (kernel threads) */
+	uint64_t ns;	      /* time spent unwinding */
+};
+
+struct fx_dwunwind;
+
+/* @objs must outlive the unwinder. At most @max_procs Dwfl are kept.
+ * NULL on ENOMEM. */
+struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs);
+void fx_dwunwind_free(struct fx_dwunwind *d);
+
+/* Unwinds the user stack of @s (sampled with FX_DWUNWIND_REGS_MASK and a
+ * stack copy) in @proc. Writes up to @cap instruction addresses, innermost
+ * first, return addresses already moved back into their call instruction.
+ * Returns the count; sets *@truncated when the walk stopped early (no CFI, the
+ * stack copy ran out, @cap reached). */
+size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
+			const struct fx_record_sample *s, uint64_t *ips, size_t cap,
+			bool *truncated);
+
+/* Drops the Dwfl of @pid (it exited). */
+void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid);
+
+void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out);
+
+/* The @q-quantile (0 to 1) of the time one unwind took, in nanoseconds, to
+ * 100 ns (200 us and above all count as 200 us). 0 before any unwind. */
+uint64_t fx_dwunwind_quantile_ns(const struct fx_dwunwind *d, double q);
+
+/* Orders the sampled registers (@regs, one per bit of @mask, lowest bit
+ * first, as perf writes them) as DWARF registers 0-16. Returns 0, or -EINVAL
+ * when @mask lacks one of them. */
+int fx_dwunwind_dwarf_regs(const uint64_t *regs, uint64_t mask, uint64_t out[FX_DWUNWIND_NREGS]);
+
+/* The load bias of a mapping [@start, ...) at file offset @pgoff of the ELF
+ * file on @fd: @start minus the page-aligned p_vaddr of the PT_LOAD whose
+ * page-aligned p_offset is @pgoff (executable segments first). 0 for ET_EXEC.
+ * Returns 0, -ENOEXEC for a file that is not ELF, -ENOENT when no segment
+ * maps @pgoff. */
+int fx_dwunwind_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias);
+
+#endif

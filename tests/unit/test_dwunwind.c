@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* DWARF unwinding: perf's register order to DWARF's, the load bias of a
+ * mapping (lld's layout included), and a real unwind of this very process
+ * from a register snapshot and a copy of its stack, as a sample carries them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fxagent/dwunwind.h"
+#include "fxagent/symbolize.h"
+#include "fxagent/window.h"
+
+#define FIX(name) FX_FIXTURE_DIR "/" name
+
+static void test_dwarf_regs(void **state)
+{
+	uint64_t regs[64], out[FX_DWUNWIND_NREGS];
+	int n = 0;
+
+	(void)state;
+	/* Each packed value is 1000 + its perf register number. */
+	for (int bit = 0; bit < 64; bit++)
+		if (FX_DWUNWIND_REGS_MASK & (1ULL << bit))
+			regs[n++] = 1000 + (uint64_t)bit;
+	assert_int_equal(n, 17);
+	assert_int_equal(fx_dwunwind_dwarf_regs(regs, FX_DWUNWIND_REGS_MASK, out), 0);
+	assert_int_equal(out[0], 1000 + 0); /* rax = AX */
+	assert_int_equal(out[1], 1000 + 3); /* rdx = DX */
+	assert_int_equal(out[2], 1000 + 2); /* rcx = CX */
+	assert_int_equal(out[3], 1000 + 1); /* rbx = BX */
+	assert_int_equal(out[4], 1000 + 4); /* rsi */
+	assert_int_equal(out[5], 1000 + 5); /* rdi */
+	assert_int_equal(out[6], 1000 + 6); /* rbp */
+	assert_int_equal(out[7], 1000 + 7); /* rsp */
+	for (int r = 8; r < 16; r++)
+		assert_int_equal(out[r], 1000 + 16 + (uint64_t)(r - 8)); /* r8-r15 */
+	assert_int_equal(out[16], 1000 + 8);				 /* rip = IP */
+	/* Without the stack pointer there is nothing to unwind from. */
+	assert_int_equal(fx_dwunwind_dwarf_regs(regs, FX_DWUNWIND_REGS_MASK & ~(1ULL << 7), out),
+			 -EINVAL);
+}
+
+/* The executable PT_LOAD of a file, as the test's own reading. */
+static void exec_segment(const char *path, GElf_Phdr *out)
+{
+	int fd = open(path, O_RDONLY);
+	Elf *elf;
+	size_t n;
+	bool found = false;
+
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_getphdrnum(elf, &n), 0);
+	for (size_t i = 0; i < n && !found; i++) {
+		GElf_Phdr ph;
+
+		gelf_getphdr(elf, (int)i, &ph);
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+			*out = ph;
+			found = true;
+		}
+	}
+	assert_true(found);
+	elf_end(elf);
+	close(fd);
+}
+
+static void check_bias(const char *path)
+{
+	const uint64_t start = 0x7f1234560000ULL;
+	GElf_Phdr ph;
+	uint64_t bias = 0;
+	int fd = open(path, O_RDONLY);
+
+	exec_segment(path, &ph);
+	assert_true(fd >= 0);
+	assert_int_equal(fx_dwunwind_load_bias(fd, start, ph.p_offset & ~0xfffULL, &bias), 0);
+	/* Then the segment's first byte lands where the kernel put it. */
+	assert_int_equal(bias + (ph.p_vaddr & ~0xfffULL), start);
+	close(fd);
+}
+
+static void test_load_bias(void **state)
+{
+	uint64_t bias = 1;
+	int fd;
+
+	(void)state;
+	check_bias(FIX("libfxfix.so"));
+	check_bias(FIX("fxfix-pie"));
+#ifdef FX_HAVE_LLD_FIXTURE
+	{
+		GElf_Phdr ph;
+
+		/* lld: code at a virtual address that is not its file offset, so
+		 * "start - pgoff" would be wrong; the segment's p_vaddr is right. */
+		exec_segment(FIX("libfxfix-lld.so"), &ph);
+		assert_int_not_equal(ph.p_vaddr & ~0xfffULL, ph.p_offset & ~0xfffULL);
+		check_bias(FIX("libfxfix-lld.so"));
+	}
+#endif
+	/* Fixed-address executables are never moved. */
+	fd = open(FIX("fxfix-nopie"), O_RDONLY);
+	assert_int_equal(fx_dwunwind_load_bias(fd, 0x401000, 0x1000, &bias), 0);
+	assert_int_equal(bias, 0);
+	close(fd);
+	/* No segment at that offset; not an ELF file. */
+	fd = open(FIX("libfxfix.so"), O_RDONLY);
+	assert_int_equal(fx_dwunwind_load_bias(fd, 0x7f0000000000ULL, 0x7770000, &bias), -ENOENT);
+	close(fd);
+	fd = open(FX_FIXTURE_SRC "/fxfix.c", O_RDONLY);
+	assert_int_equal(fx_dwunwind_load_bias(fd, 0x7f0000000000ULL, 0, &bias), -ENOEXEC);
+	close(fd);
+}
+
+/* ---- a real unwind of this process ---- */
+
+struct snapshot {
+	uint64_t regs[17]; /* perf order of FX_DWUNWIND_REGS_MASK */
+	uint8_t stack[16384];
+	uint64_t stack_len;
+};
+
+static struct snapshot snap;
+
+/* Packs a ucontext into perf's register order: AX BX CX DX SI DI BP SP IP R8-R15. */
+static void pack(const ucontext_t *uc)
+{
+	const greg_t *g = uc->uc_mcontext.gregs;
+	const int order[17] = { REG_RAX, REG_RBX, REG_RCX, REG_RDX, REG_RSI, REG_RDI,
+				REG_RBP, REG_RSP, REG_RIP, REG_R8,  REG_R9,  REG_R10,
+				REG_R11, REG_R12, REG_R13, REG_R14, REG_R15 };
+
+	for (int i = 0; i < 17; i++)
+		snap.regs[i] = (uint64_t)g[order[i]];
+}
+
+/* Where the stack copy may stop: the end of the mapping that holds @sp. */
+static uint64_t stack_end(uint64_t sp)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	uint64_t end = sp;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b;
+
+		if (sscanf(line, "%llx-%llx", &a, &b) == 2 && sp >= a && sp < b)
+			end = b;
+	}
+	fclose(f);
+	return end;
+}
+
+__attribute__((noinline)) static void capture(void)
+{
+	ucontext_t uc;
+	uint64_t sp, len;
+
+	/* The registers as of getcontext's return, here in capture(). */
+	assert_int_equal(getcontext(&uc), 0);
+	pack(&uc);
+	sp = snap.regs[7];
+	len = stack_end(sp) - sp;
+	snap.stack_len = len < sizeof(snap.stack) ? len : sizeof(snap.stack);
+	memcpy(snap.stack, (const void *)(uintptr_t)sp, snap.stack_len);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void level_b(void)
+{
+	capture();
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void level_a(void)
+{
+	level_b();
+	__asm__ volatile("" ::: "memory");
+}
+
+static void test_unwind_self(void **state)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 64);
+	struct fx_procs *procs = fx_procs_new(objs, "/proc");
+	struct fx_dwunwind *d = fx_dwunwind_new(objs, 4);
+	struct fx_symbolizer *sym = fx_symbolizer_new(NULL);
+	struct fx_record_sample s = { 0 };
+	struct fx_dwunwind_stats st;
+	const struct fx_proc *proc;
+	const char *names[64];
+	uint64_t ips[64];
+	bool truncated;
+	size_t n;
+	bool main_seen = false;
+
+	(void)state;
+	level_a();
+	proc = fx_procs_get(procs, (uint32_t)getpid());
+	assert_non_null(proc);
+	s.pid = s.tid = (uint32_t)getpid();
+	s.abi = PERF_SAMPLE_REGS_ABI_64;
+	s.regs = snap.regs;
+	s.stack = snap.stack;
+	s.stack_size = s.stack_dyn_size = snap.stack_len;
+	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
+	assert_true(n >= 4);
+	for (size_t i = 0; i < n; i++) {
+		struct fx_sym_result r;
+		uint32_t object;
+		uint64_t off;
+		const struct fx_object *ob;
+
+		names[i] = "?";
+		if (!fx_procs_resolve(proc, ips[i], &object, &off))
+			continue;
+		ob = fx_objects_get(objs, object);
+		fx_symbolizer_resolve(sym,
+				      &(struct fx_elf_source){ .fd = ob->fd,
+							       .path = ob->path,
+							       .build_id = ob->build_id,
+							       .build_id_len = ob->build_id_len },
+				      &off, 1, &r);
+		names[i] = r.frames[0].name;
+		main_seen |= !strcmp(names[i], "main");
+	}
+	assert_string_equal(names[0], "capture");
+	assert_string_equal(names[1], "level_b");
+	assert_string_equal(names[2], "level_a");
+	assert_string_equal(names[3], "test_unwind_self");
+	assert_true(main_seen);
+	assert_false(truncated);
+
+	/* A stack copy of 64 bytes cannot hold the callers: cut short, counted. */
+	s.stack_dyn_size = 64;
+	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
+	assert_true(n >= 1);
+	assert_true(truncated);
+	fx_dwunwind_get_stats(d, &st);
+	assert_int_equal(st.unwinds, 2);
+	assert_int_equal(st.dwfl_new, 1); /* the second sample reused the process's Dwfl */
+	assert_int_equal(st.truncated, 1);
+
+	fx_symbolizer_free(sym);
+	fx_dwunwind_free(d);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dwarf_regs),
+		cmocka_unit_test(test_load_bias),
+		cmocka_unit_test(test_unwind_self),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
