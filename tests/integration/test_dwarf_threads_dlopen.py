@@ -1,0 +1,147 @@
+# SPDX-License-Identifier: MIT
+"""DWARF unwinding of threads and of code loaded after the agent started.
+
+- fx-threads: each worker's stacks reach the thread's start in libc (clone3 /
+  start_thread) through worker_main and the worker's own function.
+- fx-dlopen, started after the agent: spins in warm_up for a second (the agent
+  unwinds the process), then dlopen()s libfxplug.so, built without frame
+  pointers, and spends the rest in its plug_hot through call_plugin: >= 90% of
+  plug_hot's samples have main > call_plugin above it, so the unwinder took in
+  the new module. Frame-pointer figures are printed for the record.
+"""
+
+import os
+import subprocess
+import time
+
+import fxtest
+
+THREAD_SECONDS = 3
+DLOPEN_SECONDS = 3.5
+WORKERS = {"fx-worker-1": "work_one", "fx-worker-2": "work_two", "fx-worker-3": "work_three"}
+LIBC = "libc.so.6"
+
+
+def user_names(prof, st):
+    return [prof.func_names[prof.frame_func[f]] for f in prof.stack_frames(st)
+            if prof.frame_cat[f] != "Kernel"]
+
+
+def reaches_start(fn):
+    """clone*/start_thread > worker_main > fn. Without libc's debug symbols the
+    start frames have no name but their offset in libc (libc.so.6+0x...)."""
+    def pred(names):
+        if fn not in names or "worker_main" not in names:
+            return False
+        outer = names[:names.index("worker_main")]
+        return bool(outer) and all(
+            "start_thread" in n or "clone" in n or n.startswith(LIBC + "+0x") for n in outer)
+    return pred
+
+
+def thread_shares(prof, pid):
+    out = {}
+    for name, fn in WORKERS.items():
+        ths = [th for th in prof.threads_named(name) if str(th["pid"]) == str(pid)]
+        pred = reaches_start(fn)
+        out[name] = (prof.weight(ths), prof.share(ths, lambda st: pred(user_names(prof, st))),
+                     ths)
+    return out
+
+
+def threads(t):
+    w = t.workload("fx-threads", 2 * THREAD_SECONDS + 30)
+    time.sleep(0.3)
+    dw = t.record("threads-dwarf", THREAD_SECONDS, pids=[w.pid])
+    fp = t.record("threads-fp", THREAD_SECONDS - 1, pids=[w.pid], extra=["--unwind", "fp"])
+    t.kill_processes()
+    t.require(dw.threads_of(w.pid), f"no thread of pid {w.pid} (fx-threads) in the profile")
+    got, fgot = thread_shares(dw, w.pid), thread_shares(fp, w.pid)
+    for name, fn in WORKERS.items():
+        n, pct, ths = got[name]
+        t.note(f"fx-threads {name}: dwarf {n} samples, start > worker_main > {fn} {pct:.1f}%; "
+               f"fp {fgot[name][0]} samples, {fgot[name][1]:.1f}%")
+        if not t.check(n >= 50, f"dwarf: {name}: {n} samples, want >= 50"):
+            continue
+        bad = next((dw.stack_names(st) for th in ths for st, _ in dw.samples(th)
+                    if not reaches_start(fn)(user_names(dw, st))), [])
+        t.check(pct >= 95, f"dwarf: {name}: only {pct:.1f}% of the samples run "
+                f"start_thread/clone > worker_main > {fn}, want >= 95; e.g. {bad}")
+
+    cli = t.cli(dw.path, "threads")
+    for name, fn in WORKERS.items():
+        handles = cli.handles(pid=w.pid, name=name)
+        if not t.check(handles, f"profiler-cli: no thread {name} in pid {w.pid}"):
+            continue
+        tree = cli.top_down(handles)
+        pred = reaches_start(fn)
+        # Paths that end in fn: one per distinct stack of the worker.
+        pct = sum(nd["totalPercentage"] for p, nd in fxtest.tree_paths(tree)
+                  if p[-1] == fn and pred(list(p)))
+        t.check(pct >= 90, f"profiler-cli: {name}: start_thread/clone > worker_main > {fn} "
+                f"total {pct:.1f}%, want >= 90")
+
+
+def dlopen_run(t, tag, extra=()):
+    """fx-dlopen started 0.7 s after a system-wide `fxagent --once`. Returns
+    (profile, pid)."""
+    out = os.path.join(t.work, tag + ".json.gz")
+    ms = round((DLOPEN_SECONDS + 1) * 1000)
+    cmd = [t.agent, "--once", "--duration", f"{ms}ms", "--output", out, *extra]
+    t.note("+ " + " ".join(cmd))
+    agent = t.spawn(cmd, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.7)
+    w = t.workload("fx-dlopen", DLOPEN_SECONDS)
+    _, err = agent.communicate(timeout=DLOPEN_SECONDS + 60)
+    t.save(tag + ".agent.log", err)
+    t.require(agent.returncode == 0, f"fxagent exited {agent.returncode}: {err[-2000:]}")
+    t.require(w.wait(timeout=30) == 0, f"fx-dlopen exited {w.returncode} (libfxplug.so missing?)")
+    return t.load(out), w.pid
+
+
+def plugin_path_share(prof, pid):
+    ths = prof.threads_of(pid)
+    stacks = [(user_names(prof, st), wt) for th in ths for st, wt in prof.samples(th)]
+    hot = [(n, wt) for n, wt in stacks if "plug_hot" in n]
+    good = sum(wt for n, wt in hot
+               if any(n[i:i + 3] == ["main", "call_plugin", "plug_hot"] for i in range(len(n))))
+    total = sum(wt for _, wt in hot)
+    return (sum(wt for n, wt in stacks if "warm_up" in n), total,
+            100.0 * good / total if total else 0.0, hot)
+
+
+def dlopen(t):
+    prof, pid = dlopen_run(t, "dlopen-dwarf")
+    fprof, fpid = dlopen_run(t, "dlopen-fp", ["--unwind", "fp"])
+    warm, n, pct, hot = plugin_path_share(prof, pid)
+    _, fn_hot, fpct, _ = plugin_path_share(fprof, fpid)
+    t.note(f"fx-dlopen: dwarf {warm} samples in warm_up, {n} in plug_hot, "
+           f"main > call_plugin > plug_hot {pct:.1f}%; fp {fn_hot} in plug_hot, {fpct:.1f}%")
+    t.check(warm >= 20, f"fx-dlopen: {warm} samples in warm_up: the agent did not see the "
+            "process before its dlopen, so the test proves nothing")
+    t.require(n >= 100, f"fx-dlopen: {n} samples in plug_hot, want >= 100")
+    bad = next((names for names, _ in hot if "call_plugin" not in names), [])
+    t.check(pct >= 90, f"dwarf: only {pct:.1f}% of plug_hot's samples have main > call_plugin "
+            f"above it, want >= 90; e.g. {bad}")
+    libs = [lib for lib in prof.data["libs"] if lib["name"] == "libfxplug.so"]
+    t.check(libs, f"no lib libfxplug.so in the profile; libs: "
+            f"{[lib['name'] for lib in prof.data['libs']]}")
+
+    cli = t.cli(prof.path, "dlopen")
+    handles = cli.handles(pid=pid)
+    t.require(handles, f"profiler-cli thread list has no thread of pid {pid} (fx-dlopen)")
+    funcs = cli.functions(handles)
+    hot_r, call_r = funcs.get("plug_hot"), funcs.get("call_plugin")
+    if t.check(hot_r and call_r, f"profiler-cli: plug_hot or call_plugin missing; have "
+               f"{sorted(funcs)[:30]}"):
+        t.check(call_r["totalPercentage"] >= 0.9 * hot_r["totalPercentage"],
+                f"profiler-cli: call_plugin total {call_r['totalPercentage']:.1f}%, plug_hot "
+                f"{hot_r['totalPercentage']:.1f}%: call_plugin is missing above plug_hot")
+
+
+def body(t):
+    threads(t)
+    dlopen(t)
+
+
+fxtest.main(body)
