@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,6 +244,50 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 	return -ENOENT;
 }
 
+/* Every 64-bit process of this kernel maps the same vDSO image as we do: a
+ * copy of ours in a memfd lets vDSO frames (clock_gettime and friends) be
+ * unwound and named. Checked against the build-id the kernel reported. */
+static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, struct fx_object *ob)
+{
+	uint8_t bid[FX_BUILD_ID_MAX];
+	uint64_t base = getauxval(AT_SYSINFO_EHDR), start = 0, end = 0;
+	char line[256];
+	FILE *f;
+	int fd, len;
+
+	if (!base || !(f = fopen("/proc/self/maps", "re")))
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b;
+
+		if (strstr(line, "[vdso]") && sscanf(line, "%llx-%llx", &a, &b) == 2) {
+			start = a;
+			end = b;
+		}
+	}
+	fclose(f);
+	if (start != base || end <= start)
+		return;
+	fd = memfd_create("vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (write(fd, (const void *)(uintptr_t)start, end - start) != (ssize_t)(end - start)) {
+		close(fd);
+		return;
+	}
+	len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
+	if (m->build_id_len && (len != (int)m->build_id_len || memcmp(bid, m->build_id, len))) {
+		close(fd); /* another image: a 32-bit process's */
+		return;
+	}
+	if (len > 0 && !ob->build_id_len) {
+		memcpy(ob->build_id, bid, (size_t)len);
+		ob->build_id_len = (size_t)len;
+	}
+	ob->fd = fd;
+	o->stats.fds++;
+}
+
 uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	struct fx_object *ob;
@@ -287,7 +333,9 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 		ob->build_id_len = m->build_id_len;
 	}
 	ob->special = m->path[0] == '[';
-	if (!ob->special) {
+	if (!strcmp(m->path, "[vdso]")) {
+		open_vdso(o, m, ob);
+	} else if (!ob->special) {
 		if (o->stats.fds < o->max_open && open_object(o, m, ob) == 0)
 			o->stats.fds++;
 		else
