@@ -40,8 +40,9 @@ struct sample_ctx {
 	size_t n, cap;
 	bool full;
 	/* libdwfl takes a register it could not read as "undefined", which also
-	 * marks the outermost frame: a failed read is how we tell the two apart. */
-	bool read_failed;
+	 * marks the outermost frame: a read past the end of the copy is how we
+	 * tell the two apart. */
+	bool read_beyond;
 };
 
 struct entry {
@@ -190,8 +191,10 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	(void)dwfl;
 	if (!c)
 		return false;
-	if (addr < c->sp || addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
-		c->read_failed = true;
+	if (addr < c->sp)
+		return false; /* below the stack pointer: a register CFI says is spilled there */
+	if (addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
+		c->read_beyond = true;
 		return false;
 	}
 	memcpy(result, c->stack + (addr - c->sp), 8);
@@ -373,6 +376,7 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 	struct timespec t0, t1;
 	struct entry *e;
 	uint64_t ns;
+	bool cut;
 	int ret;
 
 	*truncated = false;
@@ -406,9 +410,11 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 		ips[c.n++] = c.regs[16];
 		ret = -1;
 	}
-	/* 0 and no failed read: the walk reached the outermost frame (its return
-	 * address is undefined in the CFI, as _start's and clone's are). */
-	if (ret != 0 || c.full || c.read_failed) {
+	/* 0: the walk reached a frame whose return address is undefined: the
+	 * outermost (_start, clone) or one the copy did not reach. A copy shorter
+	 * than asked for ended at the top of the stack and holds every frame. */
+	cut = c.read_beyond && s->stack_dyn_size >= s->stack_size;
+	if (ret != 0 || c.full || cut) {
 		*truncated = true;
 		d->stats.truncated++;
 	}

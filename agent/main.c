@@ -391,7 +391,7 @@ static int record_once(const struct options *o)
 	fx_sampler_disable(sampler);
 	end_ns = now_ns(CLOCK_MONOTONIC);
 	/* What the rings still hold belongs to the recording. */
-	ret = fx_sampler_poll(sampler, 0, fx_recorder_handle, rec);
+	ret = fx_sampler_flush(sampler, fx_recorder_handle, rec);
 	if (ret < 0)
 		goto out;
 	cpu_rec = cpu_ns() - cpu_start;

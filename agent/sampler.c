@@ -45,6 +45,9 @@ struct fx_sampler {
 	size_t buf_len, buf_cap;
 	struct batch_ref *refs;
 	size_t nrefs, refs_cap;
+	/* Records newer than the last round's cut, waiting for the next round. */
+	uint8_t *held;
+	size_t held_len, held_cap;
 	struct fx_sampler_stats stats;
 };
 
@@ -306,6 +309,7 @@ void fx_sampler_free(struct fx_sampler *s)
 	free(s->pfd);
 	free(s->buf);
 	free(s->refs);
+	free(s->held);
 	free(s);
 }
 
@@ -356,18 +360,26 @@ static int cmp_ref(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx)
+/* Hands out, in time order, the held records and everything in the rings
+ * that is not newer than @cut; newer records are held for the next round. A
+ * record stamped before the cut is already in its ring when the rings are
+ * read after the cut, so no later round brings an older record: a process's
+ * MMAP2 on one CPU is not handled after its sample on another. */
+static int drain(struct fx_sampler *s, uint64_t cut, fx_sampler_fn fn, void *ctx)
 {
 	uint32_t seq = 0;
-	int ret;
+	size_t dispatched = 0;
 
-	if (timeout_ms != 0) {
-		ret = poll(s->pfd, s->nev, timeout_ms);
-		if (ret < 0 && errno != EINTR)
-			return -errno;
-	}
 	s->buf_len = 0;
 	s->nrefs = 0;
+	for (size_t off = 0; off < s->held_len;) {
+		const struct perf_event_header *h = (const void *)(s->held + off);
+
+		if (push(s, h, seq++) < 0)
+			break; /* out of memory: the rest of what was held is lost */
+		off += (h->size + 7u) & ~7u;
+	}
+	s->held_len = 0;
 	for (unsigned i = 0; i < s->nev; i++) {
 		struct fx_ring *r = &s->ev[i].ring;
 		const struct perf_event_header *h;
@@ -386,12 +398,39 @@ int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void
 	for (size_t i = 0; i < s->nrefs; i++) {
 		const struct perf_event_header *h = (const void *)(s->buf + s->refs[i].off);
 
+		if (s->refs[i].time > cut &&
+		    fx_grow(&s->held, &s->held_cap, s->held_len + h->size + 8, 1) == 0) {
+			memcpy(s->held + s->held_len, h, h->size);
+			s->held_len += (h->size + 7u) & ~7u;
+			continue;
+		}
 		s->stats.records++;
 		if (h->type == PERF_RECORD_SAMPLE)
 			s->stats.samples++;
 		fn(ctx, h);
+		dispatched++;
 	}
-	return (int)s->nrefs;
+	return (int)dispatched;
+}
+
+int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx)
+{
+	struct timespec ts;
+	int ret;
+
+	if (timeout_ms != 0) {
+		ret = poll(s->pfd, s->nev, timeout_ms);
+		if (ret < 0 && errno != EINTR)
+			return -errno;
+	}
+	/* The records' clock (attr.clockid) */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return drain(s, (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec, fn, ctx);
+}
+
+int fx_sampler_flush(struct fx_sampler *s, fx_sampler_fn fn, void *ctx)
+{
+	return drain(s, UINT64_MAX, fn, ctx);
 }
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out)

@@ -54,9 +54,14 @@ int fx_sampler_disable(struct fx_sampler *s);
 const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s);
 
 /* Waits up to @timeout_ms for data (0: do not wait), then drains every ring
- * and calls @fn for each record in time order. Returns the number of records,
- * or -errno (-EINTR is returned as 0). */
+ * and calls @fn for each record in time order, up to the time of the call:
+ * records stamped later wait for the next call, so that no record handed out
+ * is older than one handed out before. Returns the number of records handed
+ * out, or -errno (-EINTR is returned as 0). */
 int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx);
+
+/* Hands out everything left, held records included (after disabling). */
+int fx_sampler_flush(struct fx_sampler *s, fx_sampler_fn fn, void *ctx);
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out);
 

@@ -245,8 +245,8 @@ static void test_unwind_self(void **state)
 	assert_true(main_seen);
 	assert_false(truncated);
 
-	/* A stack copy of 64 bytes cannot hold the callers: cut short, counted. */
-	s.stack_dyn_size = 64;
+	/* A stack copy cut at 64 bytes cannot hold the callers: cut short, counted. */
+	s.stack_size = s.stack_dyn_size = 64;
 	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
 	assert_true(n >= 1);
 	assert_true(truncated);
