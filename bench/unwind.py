@@ -77,15 +77,20 @@ def main():
                 res[mode].append(r)
                 print(f"round {i + 1} {mode:5}: {r}", flush=True)
     base = statistics.median(r["ops_s"] for r in res["none"])
+    spread = 100.0 * (max(r["ops_s"] for r in res["none"]) -
+                      min(r["ops_s"] for r in res["none"])) / base
     print()
     print(f"fx-bench-work x {os.cpu_count()} for {a.duration:g} s, median of {a.runs} rounds")
-    print("| mode | workload ops/s | slowdown vs none | agent CPU (% of one CPU) | "
-          "unwind median | unwind p99 | truncated |")
+    print(f"no-profiler throughput varied by {spread:.1f}% across rounds (the machine's noise)")
+    print("| mode | workload ops/s | slowdown vs none, paired per round | agent CPU "
+          "(% of one CPU) | unwind median | unwind p99 | truncated |")
     print("|---|---|---|---|---|---|---|")
     for mode in modes:
         rows = res[mode]
         ops = statistics.median(r["ops_s"] for r in rows)
-        slow = 100.0 * (1 - ops / base)
+        # Each round's runs are back to back: compare within a round.
+        slow = statistics.median(100.0 * (1 - r["ops_s"] / n["ops_s"])
+                                 for r, n in zip(rows, res["none"]))
         cpu = statistics.median(r["cpu_pct"] for r in rows) if mode != "none" else None
         med = statistics.median(r["median_us"] for r in rows) if mode == "dwarf" else None
         p99 = statistics.median(r["p99_us"] for r in rows) if mode == "dwarf" else None

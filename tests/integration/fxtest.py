@@ -102,6 +102,25 @@ class Profile:
     def has_func(self, name):
         return lambda st: name in self.stack_names(st)
 
+    def user_names(self, stack):
+        """Function names of a stack without its kernel frames, root first."""
+        return [self.func_names[self.frame_func[f]] for f in self.stack_frames(stack)
+                if self.frame_cat[f] != "Kernel"]
+
+    def recording(self):
+        """Sum of the FxRecording markers' counters (samples, lost, truncated)."""
+        got = {"samples": 0, "lost": 0, "truncated": 0}
+        markers = [d for th in self.threads_named("fxagent")
+                   for d in th["markers"]["data"] if d and d.get("type") == "FxRecording"]
+        if not markers:
+            raise Stop("no FxRecording marker on a thread named fxagent")
+        for d in markers:
+            for k in got:
+                if not isinstance(d.get(k), int):
+                    raise Stop(f"FxRecording marker without integer {k}: {d}")
+                got[k] += d[k]
+        return got
+
     def kernel_frames(self, stack):
         return [f for f in self.stack_frames(stack) if self.frame_cat[f] == "Kernel"]
 
@@ -322,6 +341,12 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def contains(names, seq):
+    """seq appears in names (a stack's names, root first) as consecutive items."""
+    k = len(seq)
+    return any(list(names[i:i + k]) == list(seq) for i in range(len(names) - k + 1))
 
 
 def near(value, want, tol):

@@ -67,11 +67,7 @@ def check_binaries(t):
 def chain(prof, hot):
     want = ["main", "level1", "level2", hot]
 
-    def pred(st):
-        names = [prof.func_names[prof.frame_func[f]] for f in prof.stack_frames(st)
-                 if prof.frame_cat[f] != "Kernel"]
-        return any(names[i:i + 4] == want for i in range(len(names) - 3))
-    return pred
+    return lambda st: fxtest.contains(prof.user_names(st), want)
 
 
 def body(t):

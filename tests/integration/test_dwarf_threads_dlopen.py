@@ -22,11 +22,6 @@ WORKERS = {"fx-worker-1": "work_one", "fx-worker-2": "work_two", "fx-worker-3": 
 LIBC = "libc.so.6"
 
 
-def user_names(prof, st):
-    return [prof.func_names[prof.frame_func[f]] for f in prof.stack_frames(st)
-            if prof.frame_cat[f] != "Kernel"]
-
-
 def reaches_start(fn):
     """clone*/start_thread > worker_main > fn. Without libc's debug symbols the
     start frames have no name but their offset in libc (libc.so.6+0x...)."""
@@ -44,7 +39,7 @@ def thread_shares(prof, pid):
     for name, fn in WORKERS.items():
         ths = [th for th in prof.threads_named(name) if str(th["pid"]) == str(pid)]
         pred = reaches_start(fn)
-        out[name] = (prof.weight(ths), prof.share(ths, lambda st: pred(user_names(prof, st))),
+        out[name] = (prof.weight(ths), prof.share(ths, lambda st: pred(prof.user_names(st))),
                      ths)
     return out
 
@@ -64,7 +59,7 @@ def threads(t):
         if not t.check(n >= 50, f"dwarf: {name}: {n} samples, want >= 50"):
             continue
         bad = next((dw.stack_names(st) for th in ths for st, _ in dw.samples(th)
-                    if not reaches_start(fn)(user_names(dw, st))), [])
+                    if not reaches_start(fn)(dw.user_names(st))), [])
         t.check(pct >= 95, f"dwarf: {name}: only {pct:.1f}% of the samples run "
                 f"start_thread/clone > worker_main > {fn}, want >= 95; e.g. {bad}")
 
@@ -101,7 +96,7 @@ def dlopen_run(t, tag, extra=()):
 
 def plugin_path_share(prof, pid):
     ths = prof.threads_of(pid)
-    stacks = [(user_names(prof, st), wt) for th in ths for st, wt in prof.samples(th)]
+    stacks = [(prof.user_names(st), wt) for th in ths for st, wt in prof.samples(th)]
     hot = [(n, wt) for n, wt in stacks if "plug_hot" in n]
     good = sum(wt for n, wt in hot
                if any(n[i:i + 3] == ["main", "call_plugin", "plug_hot"] for i in range(len(n))))

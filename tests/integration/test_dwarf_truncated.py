@@ -16,25 +16,12 @@ import fxtest
 SECONDS = 3
 
 
-def recording(t, prof):
-    """Sum of the FxRecording markers' counters (on the thread named fxagent)."""
-    got = {"samples": 0, "lost": 0, "truncated": 0}
-    markers = [d for th in prof.threads_named("fxagent")
-               for d in th["markers"]["data"] if d and d.get("type") == "FxRecording"]
-    t.require(markers, "no FxRecording marker on a thread named fxagent")
-    for d in markers:
-        for k in got:
-            t.require(isinstance(d.get(k), int), f"FxRecording marker without integer {k}: {d}")
-            got[k] += d[k]
-    return got
-
-
 def deep(t):
     w = t.workload("fx-deep", SECONDS + 30)
     time.sleep(0.3)
     prof = t.record("deep-4k", SECONDS, pids=[w.pid], extra=["--stack-bytes", "4096"])
     t.kill_processes()
-    rec = recording(t, prof)
+    rec = prof.recording()
     ths = prof.threads_of(w.pid)
     t.require(ths, f"no thread of pid {w.pid} (fx-deep) in the profile")
     n = prof.weight(ths)
@@ -74,7 +61,7 @@ def shallow(t):
     time.sleep(0.3)
     prof = t.record("hot-ab-default", SECONDS, pids=[w.pid])
     t.kill_processes()
-    rec = recording(t, prof)
+    rec = prof.recording()
     ths = prof.threads_of(w.pid)
     n = prof.weight(ths)
     main = prof.share(ths, prof.has_func("main"))

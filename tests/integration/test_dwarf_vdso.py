@@ -19,7 +19,8 @@ def body(t):
     t.require(ths, f"no thread of pid {w.pid} (fx-vdso)")
     n = prof.weight(ths)
     t.require(n > 100, f"only {n} samples of fx-vdso")
-    whole = prof.share(ths, lambda st: _calls(prof.stack_names(st), "main", "read_clocks"))
+    whole = prof.share(ths, lambda st: fxtest.contains(prof.stack_names(st),
+                                                       ["main", "read_clocks"]))
     t.note(f"{n} samples, main > read_clocks in {whole:.1f}%")
     t.check(whole >= 95, f"main > read_clocks in only {whole:.1f}% of fx-vdso's samples: "
             "stacks through the vDSO are cut short")
@@ -33,18 +34,13 @@ def body(t):
     t.check(len(named) >= 0.5 * len(leaf), f"only {len(named)} of {len(leaf)} leaf frames are "
             f"clock_gettime; e.g. {sorted(set(leaf))[:10]}")
 
-    rec = [d for th in prof.threads for d in th["markers"]["data"] if d.get("type") == "FxRecording"]
-    t.require(rec, "no FxRecording marker")
-    t.check(rec[0]["truncated"] <= 0.02 * n, f"{rec[0]['truncated']} of {n} stacks truncated")
+    truncated = prof.recording()["truncated"]
+    t.check(truncated <= 0.02 * n, f"{truncated} of {n} stacks truncated")
 
     cli = t.cli(prof.path, "vdso")
     funcs = cli.functions(cli.handles(pid=w.pid))
     t.check("read_clocks" in funcs and funcs["read_clocks"]["totalPercentage"] >= 95,
             f"profiler-cli: read_clocks total {funcs.get('read_clocks', {}).get('totalPercentage')}")
-
-
-def _calls(names, caller, callee):
-    return any(a == caller and b == callee for a, b in zip(names, names[1:]))
 
 
 fxtest.main(body)

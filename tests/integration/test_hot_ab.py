@@ -54,7 +54,7 @@ def body(t):
         with_fn = [st for th_ in ths for st, _ in prof.samples(th_)
                    if fn in prof.stack_names(st)]
         good = [st for st in with_fn
-                if _contains(prof.stack_names(st), ["main", "hot_caller", fn])]
+                if fxtest.contains(prof.stack_names(st), ["main", "hot_caller", fn])]
         if with_fn:
             pct = 100 * len(good) / len(with_fn)
             t.check(pct >= 90, f"only {pct:.1f}% of the {fn} stacks run main -> hot_caller -> "
@@ -78,12 +78,6 @@ def body(t):
     for fn in ("hot_a", "hot_b"):
         t.check(any(p[-3:] == ("main", "hot_caller", fn) for p in paths),
                 f"profiler-cli top-down tree has no main > hot_caller > {fn} path")
-
-
-def _contains(names, seq):
-    """seq appears in names as consecutive items."""
-    k = len(seq)
-    return any(names[i:i + k] == seq for i in range(len(names) - k + 1))
 
 
 fxtest.main(body)

@@ -50,7 +50,8 @@ def body(t):
     # The user side of a syscall: libc's read/write called from syscall_loop
     # under main. DWARF unwinding (the default) finds syscall_loop although
     # Debian's libc keeps no frame pointer.
-    whole = [st for st in in_kernel if _calls(prof.stack_names(st), "main", "syscall_loop")
+    whole = [st for st in in_kernel
+             if fxtest.contains(prof.stack_names(st), ["main", "syscall_loop"])
              and LIBC_IO & set(prof.stack_names(st))]
     if in_kernel:
         share = 100 * len(whole) / len(in_kernel)
@@ -75,11 +76,6 @@ def body(t):
     names = {n for th in bare.threads for st, _ in bare.samples(th) for n in bare.stack_names(st)}
     knames = sorted(n for n in names if ENTRY.match(n))
     t.check(not knames, f"--no-kernel: kernel functions in the samples: {knames}")
-
-
-def _calls(names, caller, callee):
-    """callee directly below caller somewhere in the stack (root first)."""
-    return any(a == caller and b == callee for a, b in zip(names, names[1:]))
 
 
 def _user_after_kernel(prof, st):
