@@ -325,6 +325,8 @@ static int record_once(const struct options *o)
 	struct fx_symbolizer *symbolizer = NULL;
 	struct fx_kallsyms *ks = NULL;
 	struct fx_recorder *rec = NULL;
+	struct fx_thread_name *names = NULL;
+	size_t nnames = 0;
 	struct fx_window window;
 	struct fx_report_input rin;
 	struct fx_report_stats rstats;
@@ -397,6 +399,11 @@ static int record_once(const struct options *o)
 	cpu_rec = cpu_ns() - cpu_start;
 	write_start = now_ns(CLOCK_MONOTONIC);
 
+	ret = fx_procs_names(procs, &window, &names, &nnames);
+	if (ret < 0) {
+		fx_err("out of memory");
+		goto out;
+	}
 	symbolizer = fx_symbolizer_new(NULL);
 	if (!symbolizer) {
 		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
@@ -412,7 +419,8 @@ static int record_once(const struct options *o)
 	}
 	rin = (struct fx_report_input){
 		.window = &window,
-		.procs = procs,
+		.names = names,
+		.nnames = nnames,
 		.objs = objs,
 		.symbolizer = symbolizer,
 		.kallsyms = ks,
@@ -465,6 +473,7 @@ static int record_once(const struct options *o)
 out:
 	if (progress && ret < 0)
 		fputc('\n', stderr);
+	free(names);
 	fx_kallsyms_free(ks);
 	fx_symbolizer_free(symbolizer);
 	fx_window_release(&window);

@@ -2,6 +2,7 @@
 #include "fxagent/objects.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ struct alias {
 };
 
 struct fx_objects {
+	/* The sampler thread adds objects while the publisher thread reads them. */
+	pthread_mutex_t lock;
 	char *proc_root;
 	size_t max_open;
 	struct fx_object **v;
@@ -71,6 +74,7 @@ struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)
 		return NULL;
 	}
 	o->max_open = max_open;
+	pthread_mutex_init(&o->lock, NULL);
 	return o;
 }
 
@@ -91,6 +95,7 @@ void fx_objects_free(struct fx_objects *o)
 	free(o->by_bid);
 	free(o->by_file);
 	free(o->proc_root);
+	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
 
@@ -288,7 +293,7 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	o->stats.fds++;
 }
 
-uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m)
+static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	struct fx_object *ob;
 	uint32_t id;
@@ -362,17 +367,39 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 	return ob->id;
 }
 
+uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m)
+{
+	uint32_t id;
+
+	pthread_mutex_lock(&o->lock);
+	id = intern(o, m);
+	pthread_mutex_unlock(&o->lock);
+	return id;
+}
+
 const struct fx_object *fx_objects_get(const struct fx_objects *o, uint32_t id)
 {
-	return id < o->n ? o->v[id] : NULL;
+	const struct fx_object *ob;
+
+	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
+	ob = id < o->n ? o->v[id] : NULL;
+	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
+	return ob;
 }
 
 size_t fx_objects_count(const struct fx_objects *o)
 {
-	return o->n;
+	size_t n;
+
+	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
+	n = o->n;
+	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
+	return n;
 }
 
 void fx_objects_get_stats(const struct fx_objects *o, struct fx_objects_stats *out)
 {
+	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
 	*out = o->stats;
+	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 }

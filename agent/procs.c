@@ -504,6 +504,63 @@ void fx_procs_sweep(struct fx_procs *p)
 	p->stats.threads = p->threads.n;
 }
 
+static uint64_t pidtid_key(uint32_t pid, uint32_t tid)
+{
+	/* The main thread sorts first within its process. */
+	return ((uint64_t)pid << 33) | ((uint64_t)(tid != pid) << 32) | tid;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct fx_thread_name **out,
+		   size_t *n)
+{
+	uint64_t *keys = malloc((2 * w->nsamples + 1) * sizeof(*keys));
+	struct fx_thread_name *v;
+	size_t k = 0, u = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	for (size_t i = 0; i < w->nsamples; i++) {
+		keys[k++] = pidtid_key(w->samples[i].pid, w->samples[i].tid);
+		keys[k++] = pidtid_key(w->samples[i].pid, w->samples[i].pid);
+	}
+	qsort(keys, k, sizeof(*keys), cmp_u64);
+	for (size_t i = 0; i < k; i++)
+		if (u == 0 || keys[u - 1] != keys[i])
+			keys[u++] = keys[i];
+	v = calloc(u + 1, sizeof(*v));
+	if (!v) {
+		free(keys);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < u; i++) {
+		uint32_t pid = (uint32_t)(keys[i] >> 33), tid = (uint32_t)keys[i];
+		const struct fx_proc *proc = fx_procs_find(p, pid);
+		const struct fx_thread *t = fx_procs_find_thread(p, tid);
+
+		v[i].pid = pid;
+		v[i].tid = tid;
+		if (proc)
+			snprintf(v[i].process, sizeof(v[i].process), "%s", proc->comm);
+		else if (pid == 0)
+			snprintf(v[i].process, sizeof(v[i].process), "idle");
+		else
+			snprintf(v[i].process, sizeof(v[i].process), "pid %" PRIu32, pid);
+		snprintf(v[i].thread, sizeof(v[i].thread), "%s",
+			 t && t->pid == pid ? t->comm : v[i].process);
+	}
+	free(keys);
+	*out = v;
+	*n = u;
+	return 0;
+}
+
 void fx_procs_get_stats(const struct fx_procs *p, struct fx_procs_stats *out)
 {
 	*out = p->stats;

@@ -553,6 +553,15 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
 	"\"fields\":[{\"key\":\"count\",\"label\":\"Lost samples\",\"format\":\"integer\"}]}]";
 
+static void extra_entry(struct fx_json *j, const char *label, const char *value)
+{
+	fx_json_object_begin(j);
+	key_string(j, "label", label);
+	key_string(j, "format", "string");
+	key_string(j, "value", value);
+	fx_json_object_end(j);
+}
+
 static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 {
 	fx_json_key(j, "meta");
@@ -577,17 +586,41 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 	key_int(j, "profilingStartTime", 0);
 	fx_json_key(j, "profilingEndTime");
 	fx_json_double(j, m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
-	if (m->host) {
+	if (m->target) {
+		/* For collectors: the chunk's identity in one place. */
+		fx_json_key(j, "fxagent");
+		fx_json_object_begin(j);
+		key_string(j, "target", m->target);
+		key_string(j, "host", m->host);
+		key_int(j, "seq", m->seq);
+		fx_json_key(j, "windowStart");
+		fx_json_double(j, m->start_time_ms);
+		fx_json_key(j, "windowEnd");
+		fx_json_double(j, m->start_time_ms + (m->end_ns > m->start_ns
+							      ? ns_to_ms(m->end_ns, m->start_ns)
+							      : 0));
+		key_int(j, "samples", (int64_t)m->samples);
+		key_int(j, "lost", (int64_t)m->lost);
+		key_int(j, "truncated", (int64_t)m->truncated);
+		fx_json_key(j, "labels");
+		fx_json_object_begin(j);
+		for (size_t i = 0; i < m->nlabels; i++)
+			key_string(j, m->labels[i].key, m->labels[i].value);
+		fx_json_object_end(j);
+		fx_json_object_end(j);
+	}
+	if (m->host || m->target) {
 		/* meta.extra is what the profiler shows under "Profile Information". */
 		key_array(j, "extra");
 		fx_json_object_begin(j);
-		key_string(j, "label", "Host");
+		key_string(j, "label", "fxagent");
 		key_array(j, "entries");
-		fx_json_object_begin(j);
-		key_string(j, "label", "Host name");
-		key_string(j, "format", "string");
-		key_string(j, "value", m->host);
-		fx_json_object_end(j);
+		if (m->host)
+			extra_entry(j, "Host name", m->host);
+		if (m->target)
+			extra_entry(j, "Target", m->target);
+		for (size_t i = 0; i < m->nlabels; i++)
+			extra_entry(j, m->labels[i].key, m->labels[i].value);
 		fx_json_array_end(j);
 		fx_json_object_end(j);
 		fx_json_array_end(j);

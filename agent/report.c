@@ -200,66 +200,41 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 	return 0;
 }
 
-struct pidtid {
-	uint32_t pid, tid;
-};
-
-static int cmp_pidtid(const void *a, const void *b)
-{
-	const struct pidtid *x = a, *y = b;
-	/* The main thread (tid == pid) first within its process. */
-	uint64_t kx = ((uint64_t)x->pid << 33) | ((uint64_t)(x->tid != x->pid) << 32) | x->tid;
-	uint64_t ky = ((uint64_t)y->pid << 33) | ((uint64_t)(y->tid != y->pid) << 32) | y->tid;
-
-	return kx < ky ? -1 : kx > ky;
-}
-
 static int collect_threads(struct ctx *c, size_t *marker_thread)
 {
-	const struct fx_window *w = c->in->window;
-	size_t cap = 2 * w->nsamples + 2, n = 0, u = 0;
-	struct pidtid *v = malloc(cap * sizeof(*v));
+	const struct fx_report_input *in = c->in;
+	size_t n = 0;
+	bool marker_seen = false;
 
-	if (!v)
+	c->threads = calloc(in->nnames + 1, sizeof(*c->threads));
+	if (!c->threads)
 		return -ENOMEM;
-	for (size_t i = 0; i < w->nsamples; i++) {
-		v[n++] = (struct pidtid){ w->samples[i].pid, w->samples[i].tid };
-		/* Every process gets its main thread, the track the profiler groups by. */
-		v[n++] = (struct pidtid){ w->samples[i].pid, w->samples[i].pid };
-	}
-	v[n++] = (struct pidtid){ c->in->marker_pid, c->in->marker_pid };
-	qsort(v, n, sizeof(*v), cmp_pidtid);
-	for (size_t i = 0; i < n; i++)
-		if (u == 0 || cmp_pidtid(&v[u - 1], &v[i]) != 0)
-			v[u++] = v[i];
-	c->threads = calloc(u, sizeof(*c->threads));
-	if (!c->threads) {
-		free(v);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < u; i++) {
-		const struct fx_proc *proc = fx_procs_find(c->in->procs, v[i].pid);
-		const struct fx_thread *t = fx_procs_find_thread(c->in->procs, v[i].tid);
-		struct fx_profile_thread *pt = &c->threads[i];
-		const char *pname;
+	for (size_t i = 0; i < in->nnames; i++) {
+		const struct fx_thread_name *nm = &in->names[i];
+		bool marker = nm->pid == in->marker_pid;
 
-		if (v[i].pid == c->in->marker_pid && c->in->marker_name)
-			pname = c->in->marker_name;
-		else if (proc)
-			pname = proc->comm;
-		else if (v[i].pid == 0)
-			pname = "idle";
-		else
-			pname = strings_add(&c->strs, "pid %" PRIu32, v[i].pid);
-		pt->pid = v[i].pid;
-		pt->tid = v[i].tid;
-		pt->process_name = pname;
-		pt->name = t && t->pid == v[i].pid ? t->comm : pname;
-		if (v[i].pid == c->in->marker_pid && v[i].tid == v[i].pid)
-			*marker_thread = i;
+		/* The agent's own process carries the markers, under its own name. */
+		c->threads[n] = (struct fx_profile_thread){
+			.pid = nm->pid,
+			.tid = nm->tid,
+			.name = marker && nm->tid == nm->pid && in->marker_name ? in->marker_name
+										: nm->thread,
+			.process_name = marker && in->marker_name ? in->marker_name : nm->process,
+		};
+		if (marker && nm->tid == nm->pid) {
+			*marker_thread = n;
+			marker_seen = true;
+		}
+		n++;
 	}
-	c->nthreads = u;
-	free(v);
+	if (!marker_seen) {
+		*marker_thread = n;
+		c->threads[n++] = (struct fx_profile_thread){ .pid = in->marker_pid,
+							      .tid = in->marker_pid,
+							      .name = in->marker_name,
+							      .process_name = in->marker_name };
+	}
+	c->nthreads = n;
 	return 0;
 }
 

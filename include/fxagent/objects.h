@@ -7,6 +7,9 @@
  * then PATH): so binaries of other mount namespaces (containers) and binaries
  * deleted after start stay readable for symbolization at the end of the window.
  * The fd is kept open while the object lives (bounded by max_open).
+ *
+ * Thread-safe: one thread may intern while others get; an object, once
+ * returned, never changes and lives until fx_objects_free().
  */
 #ifndef FXAGENT_OBJECTS_H
 #define FXAGENT_OBJECTS_H

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "fxagent/objects.h"
+#include "fxagent/window.h"
 
 #define FX_COMM_LEN 16
 
@@ -87,6 +88,21 @@ void fx_procs_sweep(struct fx_procs *p);
  * @line is modified). */
 int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
 			     uint64_t *dev, uint64_t *ino, char **path);
+
+/* A thread's names, copied so another thread can use them while the table
+ * changes. */
+struct fx_thread_name {
+	uint32_t pid, tid;
+	char thread[FX_COMM_LEN];
+	char process[FX_COMM_LEN];
+};
+
+/* Names every thread that has samples in @w, and the main thread (tid == pid)
+ * of each of their processes: the track the profiler groups a process by.
+ * Sorted by pid, the main thread first. Returns 0 and a malloc'ed array in
+ * *@out (free it), or -ENOMEM. */
+int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct fx_thread_name **out,
+		   size_t *n);
 
 void fx_procs_get_stats(const struct fx_procs *p, struct fx_procs_stats *out);
 

@@ -63,6 +63,11 @@ struct fx_profile_marker {
 	int64_t truncated; /* FX_MARKER_RECORDING: samples whose stack was cut short */
 };
 
+struct fx_profile_kv {
+	const char *key;
+	const char *value;
+};
+
 struct fx_profile_meta {
 	double start_time_ms; /* Unix epoch milliseconds of start_ns */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC time that is profile time 0 */
@@ -70,6 +75,13 @@ struct fx_profile_meta {
 	double interval_ms;   /* 1000 / frequency */
 	const char *product;  /* "fxagent" */
 	const char *host;     /* host name, may be NULL */
+	/* The chunk's identity, written to meta.fxagent for collectors and to
+	 * meta.extra for the profiler's "Profile Information" (NULL/0: left out). */
+	const char *target; /* target name ("system" for the whole system) */
+	int64_t seq;	    /* window sequence number */
+	const struct fx_profile_kv *labels;
+	size_t nlabels;
+	uint64_t samples, lost, truncated;
 };
 
 struct fx_profile_input {

@@ -21,7 +21,8 @@
 
 struct fx_report_input {
 	const struct fx_window *window;
-	const struct fx_procs *procs;
+	const struct fx_thread_name *names; /* fx_procs_names() of the window */
+	size_t nnames;
 	const struct fx_objects *objs;
 	struct fx_symbolizer *symbolizer;
 	const struct fx_kallsyms *kallsyms; /* NULL: kernel frames stay addresses */

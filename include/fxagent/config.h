@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* config: the agent's YAML configuration (libyaml) as one struct.
+ *
+ * fx_config_defaults() gives the documented defaults (config/fxagent.yaml
+ * lists every key with its default). fx_config_load() overlays a file on them
+ * and validates it: an unknown key, a wrong type, a value out of range or a
+ * duplicate target name is an error whose message names the file, line and
+ * column and says what was expected, e.g.
+ *   "/etc/fxagent/fxagent.yaml:12:5: window.seconds: expected a whole number
+ *    from 1 to 3600, got 0"
+ * The struct owns all its strings; free with fx_config_release().
+ */
+#ifndef FXAGENT_CONFIG_H
+#define FXAGENT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FX_CONFIG_DEFAULT_PATH	 "/etc/fxagent/fxagent.yaml"
+#define FX_CONFIG_MAX_TARGETS	 256
+#define FX_CONFIG_MAX_LABELS	 32
+#define FX_CONFIG_MAX_DEBUG_DIRS 16
+
+enum fx_target_kind {
+	FX_TARGET_SYSTEMD_UNIT, /* value: "nginx.service" */
+	FX_TARGET_CGROUP,	/* value: "/system.slice/foo.service", under the cgroup2 mount */
+	FX_TARGET_PROCESS,	/* value: comm or executable base name */
+	FX_TARGET_PID,		/* pid */
+};
+
+struct fx_label {
+	char *key;
+	char *value;
+};
+
+struct fx_target {
+	char *name;
+	enum fx_target_kind kind;
+	char *value;  /* unit, cgroup path or process name; NULL for FX_TARGET_PID */
+	uint32_t pid; /* FX_TARGET_PID */
+	struct fx_label labels[FX_CONFIG_MAX_LABELS];
+	size_t nlabels;
+};
+
+struct fx_config {
+	struct {
+		unsigned frequency;   /* Hz, 1-10000; default 99 */
+		bool dwarf;	      /* unwind: dwarf (default) | fp */
+		uint32_t stack_bytes; /* 1024-32768, multiple of 8; default 16384 */
+		bool kernel_stacks;   /* default true */
+		bool include_idle;    /* default false */
+	} sampling;
+	struct {
+		unsigned seconds;  /* 1-3600; default 60 */
+		size_t max_stacks; /* distinct stacks per window, 1000-10000000; default 200000 */
+	} window;
+	struct fx_target targets[FX_CONFIG_MAX_TARGETS]; /* none = the whole system */
+	size_t ntargets;
+	struct fx_label labels[FX_CONFIG_MAX_LABELS]; /* added to every chunk; "host" defaults
+							 to the host name */
+	size_t nlabels;
+	struct {
+		char *directory; /* default "/var/lib/fxagent/chunks" */
+	} output;
+	struct {
+		char *debug_dirs[FX_CONFIG_MAX_DEBUG_DIRS]; /* default { "/usr/lib/debug" } */
+		size_t ndebug_dirs;
+		bool demangle; /* default true */
+	} symbolization;
+	struct {
+		int level; /* enum fx_log_level; "error" "warning" "notice" "info"
+			      "debug"; default notice */
+	} log;
+};
+
+/* Fills @c with the defaults. Returns 0 or -ENOMEM. */
+int fx_config_defaults(struct fx_config *c);
+
+/* Loads @path over the defaults into @c. On error returns -EINVAL (or -errno
+ * when the file cannot be read) and writes a one-line message naming
+ * file:line:column into @err (@errlen bytes); @c is then released. */
+int fx_config_load(const char *path, struct fx_config *c, char *err, size_t errlen);
+
+/* The same for a YAML text in memory; @name stands for the file in messages. */
+int fx_config_parse(const char *name, const char *text, size_t len, struct fx_config *c, char *err,
+		    size_t errlen);
+
+void fx_config_release(struct fx_config *c);
+
+/* The value of label @key, or NULL. */
+const char *fx_config_label(const struct fx_config *c, const char *key);
+
+#endif
