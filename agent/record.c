@@ -106,7 +106,7 @@ int fx_record_sample(const struct fx_record_fmt *fmt, const struct perf_event_he
 	memset(&s, 0, sizeof(s));
 	cur_init(&c, h);
 	if (st & PERF_SAMPLE_IDENTIFIER)
-		u64(&c);
+		s.id = u64(&c);
 	if (st & PERF_SAMPLE_IP)
 		s.ip = u64(&c);
 	if (st & PERF_SAMPLE_TID)
@@ -116,7 +116,7 @@ int fx_record_sample(const struct fx_record_fmt *fmt, const struct perf_event_he
 	if (st & PERF_SAMPLE_ADDR)
 		u64(&c);
 	if (st & PERF_SAMPLE_ID)
-		u64(&c);
+		s.id = u64(&c);
 	if (st & PERF_SAMPLE_STREAM_ID)
 		u64(&c);
 	if (st & PERF_SAMPLE_CPU) {

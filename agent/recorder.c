@@ -28,17 +28,40 @@ static bool wanted(const struct fx_recorder *r, uint32_t pid)
 	return false;
 }
 
+void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *sink)
+{
+	r->sink = *sink;
+}
+
+static void add_sample(struct fx_window *w, const struct fx_record_sample *s,
+		       const struct fx_window_frame *frames, const struct fx_unwind_result *res)
+{
+	uint32_t stack;
+
+	if (res->truncated)
+		w->counters.truncated++;
+	stack = fx_window_intern_stack(w, frames, res->n);
+	if (stack == FX_NONE && res->n) {
+		w->counters.dropped_stacks++;
+		return;
+	}
+	fx_window_add_sample(w, s->time, s->pid, s->tid, stack);
+}
+
 static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 {
 	struct fx_record_sample s;
 	struct fx_unwind_result res;
+	struct fx_window *routes[FX_RECORDER_MAX_ROUTES];
 	const struct fx_proc *proc = NULL;
-	uint32_t stack;
+	size_t nroutes = 1;
 
 	if (fx_record_sample(r->fmt, h, &s) < 0) {
 		r->counters.bad_records++;
 		return;
 	}
+	if (r->sink.before_sample)
+		r->sink.before_sample(r->sink.ctx, s.time);
 	if (!wanted(r, s.pid)) {
 		r->counters.filtered++;
 		return;
@@ -48,15 +71,17 @@ static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 		/* Names the thread now, while /proc still has it. */
 		fx_procs_thread(r->procs, s.pid, s.tid);
 	}
-	fx_unwind_sample(r->unwinder, proc, &s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
-	if (res.truncated)
-		r->window->counters.truncated++;
-	stack = fx_window_intern_stack(r->window, r->frames, res.n);
-	if (stack == FX_NONE && res.n) {
-		r->window->counters.dropped_stacks++;
+	routes[0] = r->window;
+	if (r->sink.route)
+		nroutes = r->sink.route(r->sink.ctx, &s, proc, routes, FX_RECORDER_MAX_ROUTES);
+	if (!nroutes) {
+		r->counters.filtered++;
 		return;
 	}
-	fx_window_add_sample(r->window, s.time, s.pid, s.tid, stack);
+	/* Unwound once, whatever the number of windows that take it. */
+	fx_unwind_sample(r->unwinder, proc, &s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
+	for (size_t i = 0; i < nroutes; i++)
+		add_sample(routes[i], &s, r->frames, &res);
 }
 
 static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)
@@ -101,6 +126,10 @@ static void on_lost(struct fx_recorder *r, const struct perf_event_header *h)
 		return;
 	}
 	r->counters.lost_events++;
+	if (r->sink.lost) {
+		r->sink.lost(r->sink.ctx, l.id.time, l.lost);
+		return;
+	}
 	r->window->counters.lost += l.lost;
 	if (r->nlost < FX_RECORDER_MAX_LOST_EVENTS)
 		r->lost[r->nlost++] =

@@ -28,6 +28,13 @@ struct cpu_event {
 	struct fx_ring ring;
 };
 
+/* An event on a cgroup, writing into its CPU's ring. */
+struct cg_event {
+	uint64_t id;
+	int fd;
+	uint32_t tag;
+};
+
 /* A record copied out of a ring, waiting to be sorted. */
 struct batch_ref {
 	uint64_t time;
@@ -45,6 +52,9 @@ struct fx_sampler {
 	size_t buf_len, buf_cap;
 	struct batch_ref *refs;
 	size_t nrefs, refs_cap;
+	struct cg_event *cg; /* sorted by id */
+	size_t ncg, cg_cap;
+	bool enabled;
 	/* Records newer than the last round's cut, waiting for the next round. */
 	uint8_t *held;
 	size_t held_len, held_cap;
@@ -160,7 +170,12 @@ static int permission_error(int err)
 		strerror(err), paranoid);
 }
 
-static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr *a, bool build_id)
+/* The attributes of every event. In cgroup mode, @kind says which: the
+ * per-CPU side-band dummy (owner of the ring) or a cgroup's sampling event. */
+enum event_kind { EV_SYSTEM, EV_SIDEBAND, EV_CGROUP };
+
+static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr *a, bool build_id,
+		      enum event_kind kind)
 {
 	memset(a, 0, sizeof(*a));
 	a->size = sizeof(*a);
@@ -187,6 +202,20 @@ static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr
 	a->use_clockid = 1;
 	a->clockid = CLOCK_MONOTONIC;
 	a->build_id = build_id;
+	if (kind != EV_SYSTEM)
+		a->sample_type |= PERF_SAMPLE_IDENTIFIER;
+	if (kind == EV_SIDEBAND) {
+		a->config = PERF_COUNT_SW_DUMMY;
+		a->freq = 0;
+		a->sample_period = 0;
+	}
+	if (kind == EV_CGROUP) {
+		/* Side-band comes from the dummy, for every task, not only while
+		 * one of the cgroup runs. */
+		a->mmap = a->mmap2 = a->comm = a->comm_exec = a->task = 0;
+		a->build_id = 0;
+		a->disabled = 0;
+	}
 	/* Wake up when a quarter of the ring is used; poll's timeout does the rest. */
 	a->watermark = 1;
 	a->wakeup_watermark = (uint32_t)(opts->ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 4);
@@ -198,12 +227,14 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	int fd, ret;
 
-	fill_attr(&s->opts, &attr, s->stats.build_id);
+	enum event_kind kind = s->opts.cgroups ? EV_SIDEBAND : EV_SYSTEM;
+
+	fill_attr(&s->opts, &attr, s->stats.build_id, kind);
 	fd = perf_event_open(&attr, -1, (int)cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	if (fd < 0 && errno == EINVAL && s->stats.build_id) {
 		/* Kernels before 5.12 do not know attr.build_id. */
 		s->stats.build_id = false;
-		fill_attr(&s->opts, &attr, false);
+		fill_attr(&s->opts, &attr, false, kind);
 		fd = perf_event_open(&attr, -1, (int)cpu, -1, PERF_FLAG_FD_CLOEXEC);
 	}
 	if (fd < 0)
@@ -289,6 +320,8 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 		s->fmt.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 		s->fmt.regs_user_mask = FX_DWUNWIND_REGS_MASK;
 	}
+	if (opts->cgroups)
+		s->fmt.sample_type |= PERF_SAMPLE_IDENTIFIER;
 	*out = s;
 	return 0;
 fail:
@@ -309,6 +342,9 @@ void fx_sampler_free(struct fx_sampler *s)
 	free(s->pfd);
 	free(s->buf);
 	free(s->refs);
+	for (size_t i = 0; i < s->ncg; i++)
+		close(s->cg[i].fd);
+	free(s->cg);
 	free(s->held);
 	free(s);
 }
@@ -322,14 +358,114 @@ static int ioctl_all(struct fx_sampler *s, unsigned long req)
 	return 0;
 }
 
+static int ioctl_cgroups(struct fx_sampler *s, unsigned long req)
+{
+	for (size_t i = 0; i < s->ncg; i++)
+		if (ioctl(s->cg[i].fd, req, 0) < 0)
+			return fx_log_errno(FX_LOG_ERR, errno,
+					    "perf ioctl on a cgroup event failed: %s",
+					    strerror(errno));
+	return 0;
+}
+
 int fx_sampler_enable(struct fx_sampler *s)
 {
-	return ioctl_all(s, PERF_EVENT_IOC_ENABLE);
+	int ret = ioctl_all(s, PERF_EVENT_IOC_ENABLE);
+
+	if (ret == 0)
+		ret = ioctl_cgroups(s, PERF_EVENT_IOC_ENABLE);
+	s->enabled = ret == 0;
+	return ret;
 }
 
 int fx_sampler_disable(struct fx_sampler *s)
 {
-	return ioctl_all(s, PERF_EVENT_IOC_DISABLE);
+	int ret = ioctl_cgroups(s, PERF_EVENT_IOC_DISABLE);
+
+	if (ret == 0)
+		ret = ioctl_all(s, PERF_EVENT_IOC_DISABLE);
+	s->enabled = false;
+	return ret;
+}
+
+static int cmp_cg(const void *a, const void *b)
+{
+	const struct cg_event *x = a, *y = b;
+
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag)
+{
+	struct perf_event_attr attr;
+	size_t first = s->ncg;
+	int ret = 0;
+
+	if (!s->opts.cgroups)
+		return -EINVAL;
+	fill_attr(&s->opts, &attr, false, EV_CGROUP);
+	attr.disabled = !s->enabled;
+	for (unsigned i = 0; i < s->nev; i++) {
+		struct cg_event *e;
+		int fd;
+
+		if (fx_grow(&s->cg, &s->cg_cap, s->ncg + 1, sizeof(*s->cg)) < 0) {
+			ret = -ENOMEM;
+			break;
+		}
+		fd = perf_event_open(&attr, cgroup_fd, (int)s->ev[i].cpu, -1,
+				     PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0) {
+			ret = -errno;
+			break;
+		}
+		e = &s->cg[s->ncg];
+		*e = (struct cg_event){ .fd = fd, .tag = tag };
+		if (ioctl(fd, PERF_EVENT_IOC_SET_OUTPUT, s->ev[i].fd) < 0 ||
+		    ioctl(fd, PERF_EVENT_IOC_ID, &e->id) < 0) {
+			ret = -errno;
+			close(fd);
+			break;
+		}
+		s->ncg++;
+	}
+	if (ret < 0) {
+		while (s->ncg > first)
+			close(s->cg[--s->ncg].fd);
+		return ret;
+	}
+	qsort(s->cg, s->ncg, sizeof(*s->cg), cmp_cg);
+	return 0;
+}
+
+void fx_sampler_remove_cgroup(struct fx_sampler *s, uint32_t tag)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->ncg; i++) {
+		if (s->cg[i].tag == tag)
+			close(s->cg[i].fd);
+		else
+			s->cg[n++] = s->cg[i];
+	}
+	s->ncg = n;
+}
+
+uint32_t fx_sampler_tag(const struct fx_sampler *s, uint64_t id)
+{
+	size_t lo = 0, hi = s->ncg;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (s->cg[mid].id < id)
+			lo = mid + 1;
+		else if (s->cg[mid].id > id)
+			hi = mid;
+		else
+			return s->cg[mid].tag;
+	}
+	return UINT32_MAX;
 }
 
 const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s)

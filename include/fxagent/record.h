@@ -29,6 +29,7 @@ struct fx_record_id {
 };
 
 struct fx_record_sample {
+	uint64_t id; /* PERF_SAMPLE_IDENTIFIER or PERF_SAMPLE_ID: the event's id */
 	uint64_t ip;
 	uint32_t pid, tid;
 	uint64_t time;

@@ -32,6 +32,22 @@ struct fx_lost_event {
 	uint64_t count;
 };
 
+/* Where samples go when there is more than one window (the daemon's
+ * targets). All optional: without route, samples go to the one window. */
+struct fx_recorder_sink {
+	/* Called before each sample in time order: the place to rotate windows. */
+	void (*before_sample)(void *ctx, uint64_t time_ns);
+	/* The windows that take sample @s of @proc (NULL: a kernel thread or
+	 * idle): up to @max into @out; returns how many (0 = filtered out). */
+	size_t (*route)(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
+			struct fx_window **out, size_t max);
+	/* A LOST record: @count samples lost around @time_ns. */
+	void (*lost)(void *ctx, uint64_t time_ns, uint64_t count);
+	void *ctx;
+};
+
+#define FX_RECORDER_MAX_ROUTES 64
+
 struct fx_recorder_counters {
 	uint64_t bad_records; /* records that failed to decode */
 	uint64_t filtered;    /* samples of processes not asked for, or idle */
@@ -43,7 +59,8 @@ struct fx_recorder {
 	const struct fx_record_fmt *fmt;
 	struct fx_procs *procs;	      /* not owned */
 	struct fx_unwinder *unwinder; /* not owned */
-	struct fx_window *window;     /* not owned: the open window */
+	struct fx_window *window;     /* not owned: the open window (without a sink) */
+	struct fx_recorder_sink sink;
 	struct fx_recorder_counters counters;
 	struct fx_lost_event lost[FX_RECORDER_MAX_LOST_EVENTS];
 	size_t nlost;
@@ -54,6 +71,9 @@ struct fx_recorder {
 void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts,
 		      const struct fx_record_fmt *fmt, struct fx_procs *procs,
 		      struct fx_unwinder *unwinder, struct fx_window *window);
+
+/* Routes samples through @sink instead of the one window. */
+void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *sink);
 
 /* Handles one record; a fx_sampler_fn (ctx is the recorder). */
 void fx_recorder_handle(void *ctx, const struct perf_event_header *h);

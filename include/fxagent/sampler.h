@@ -27,6 +27,10 @@ struct fx_sampler_opts {
 	/* Data pages per CPU ring, a power of two; 0 = enough for 32 of the
 	 * largest records (fewer and samples vanish without a LOST record). */
 	size_t ring_pages;
+	/* Sample only the cgroups added with fx_sampler_add_cgroup(): the
+	 * per-CPU events are then side-band-only dummies whose rings the cgroup
+	 * events write into, and samples carry the id of their event. */
+	bool cgroups;
 };
 
 struct fx_sampler_stats {
@@ -69,6 +73,16 @@ void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *o
  * smallest power of two of pages (at least 64) that holds 32 records of the
  * largest size these options produce. */
 size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts);
+
+/* Cgroup mode: samples the cgroup v2 directory open on @cgroup_fd (and the
+ * cgroups below it) with one event per CPU, enabled at once if sampling is;
+ * their samples' ids map to @tag (fx_sampler_tag). The fd is not kept.
+ * Returns 0 or -errno. */
+int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag);
+/* Closes the events of @tag. */
+void fx_sampler_remove_cgroup(struct fx_sampler *s, uint32_t tag);
+/* The tag of the event with sample id @id, or UINT32_MAX. */
+uint32_t fx_sampler_tag(const struct fx_sampler *s, uint64_t id);
 
 /* Parses a CPU list like "0-3,5,7-8" into a bitmap of @max bits. Returns the
  * number of CPUs set, or -EINVAL. */
