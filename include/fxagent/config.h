@@ -77,9 +77,10 @@ struct fx_config {
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */
 int fx_config_defaults(struct fx_config *c);
 
-/* Loads @path over the defaults into @c. On error returns -EINVAL (or -errno
- * when the file cannot be read) and writes a one-line message naming
- * file:line:column into @err (@errlen bytes); @c is then released. */
+/* Loads @path over the defaults into @c (which need not be initialized). On
+ * error returns -EINVAL, -EFBIG for a file over 1 MiB, or -errno when the file
+ * cannot be read, and writes a one-line message naming file:line:column into
+ * @err (@errlen bytes); @c is then released and zeroed. */
 int fx_config_load(const char *path, struct fx_config *c, char *err, size_t errlen);
 
 /* The same for a YAML text in memory; @name stands for the file in messages. */

@@ -341,7 +341,9 @@ static struct {
 
 static void real_path(char *buf, size_t len, const char *rel)
 {
-	snprintf(buf, len, "%s%s%s", real.mount, real.name, rel);
+	int n = snprintf(buf, len, "%s%s%s", real.mount, real.name, rel);
+
+	assert_true(n > 0 && (size_t)n < len);
 }
 
 static void remove_dir(const char *rel)

@@ -1,0 +1,771 @@
+/* SPDX-License-Identifier: MIT */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fxagent/config.h"
+#include "fxagent/log.h"
+
+#define CFG_DATA FX_TEST_DATA "/config/"
+#define SHIPPED	 FX_TEST_DATA "/../../config/fxagent.yaml"
+
+/* One case: a YAML text (inline, generated or a fixture file) and either the
+ * exact error message or a check of the values. Messages are written without
+ * the file name, which the runner puts in front ("inline.yaml" for texts). */
+struct tcase {
+	const char *name;
+	const char *text;   /* inline YAML, or NULL */
+	size_t len;	    /* of @text; 0 means strlen */
+	char *(*gen)(void); /* generated YAML, or NULL */
+	const char *file;   /* path of a fixture, or NULL */
+	int rc;		    /* expected return value */
+	const char *msg;    /* expected message after the file name, or NULL */
+	void (*check)(const struct fx_config *c);
+};
+
+static struct fx_config *new_config(void)
+{
+	struct fx_config *c = calloc(1, sizeof(*c));
+
+	assert_non_null(c);
+	return c;
+}
+
+static void assert_labels_equal(const struct fx_label *a, size_t na, const struct fx_label *b,
+				size_t nb)
+{
+	size_t i;
+
+	assert_int_equal(na, nb);
+	for (i = 0; i < na; i++) {
+		assert_string_equal(a[i].key, b[i].key);
+		assert_string_equal(a[i].value, b[i].value);
+	}
+}
+
+static void assert_config_equal(const struct fx_config *a, const struct fx_config *b)
+{
+	size_t i;
+
+	assert_int_equal(a->sampling.frequency, b->sampling.frequency);
+	assert_int_equal(a->sampling.dwarf, b->sampling.dwarf);
+	assert_int_equal(a->sampling.stack_bytes, b->sampling.stack_bytes);
+	assert_int_equal(a->sampling.kernel_stacks, b->sampling.kernel_stacks);
+	assert_int_equal(a->sampling.include_idle, b->sampling.include_idle);
+	assert_int_equal(a->window.seconds, b->window.seconds);
+	assert_int_equal(a->window.max_stacks, b->window.max_stacks);
+	assert_int_equal(a->ntargets, b->ntargets);
+	for (i = 0; i < a->ntargets; i++) {
+		assert_string_equal(a->targets[i].name, b->targets[i].name);
+		assert_int_equal(a->targets[i].kind, b->targets[i].kind);
+		if (a->targets[i].kind == FX_TARGET_PID)
+			assert_int_equal(a->targets[i].pid, b->targets[i].pid);
+		else
+			assert_string_equal(a->targets[i].value, b->targets[i].value);
+		assert_labels_equal(a->targets[i].labels, a->targets[i].nlabels,
+				    b->targets[i].labels, b->targets[i].nlabels);
+	}
+	assert_labels_equal(a->labels, a->nlabels, b->labels, b->nlabels);
+	assert_string_equal(a->output.directory, b->output.directory);
+	assert_int_equal(a->symbolization.ndebug_dirs, b->symbolization.ndebug_dirs);
+	for (i = 0; i < a->symbolization.ndebug_dirs; i++)
+		assert_string_equal(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]);
+	assert_int_equal(a->symbolization.demangle, b->symbolization.demangle);
+	assert_int_equal(a->log.level, b->log.level);
+}
+
+static void check_defaults(const struct fx_config *c)
+{
+	struct fx_config *d = new_config();
+
+	assert_int_equal(fx_config_defaults(d), 0);
+	assert_config_equal(c, d);
+	fx_config_release(d);
+	free(d);
+}
+
+static void check_full(const struct fx_config *c)
+{
+	const struct fx_target *t = c->targets;
+
+	assert_int_equal(c->sampling.frequency, 49);
+	assert_false(c->sampling.dwarf);
+	assert_int_equal(c->sampling.stack_bytes, 8192);
+	assert_false(c->sampling.kernel_stacks);
+	assert_true(c->sampling.include_idle);
+	assert_int_equal(c->window.seconds, 10);
+	assert_int_equal(c->window.max_stacks, 5000);
+
+	assert_int_equal(c->ntargets, 5);
+	assert_string_equal(t[0].name, "web");
+	assert_int_equal(t[0].kind, FX_TARGET_SYSTEMD_UNIT);
+	assert_string_equal(t[0].value, "nginx.service");
+	assert_int_equal(t[0].nlabels, 2);
+	assert_string_equal(t[0].labels[0].key, "tier");
+	assert_string_equal(t[0].labels[0].value, "frontend");
+	assert_string_equal(t[0].labels[1].key, "team");
+	assert_string_equal(t[0].labels[1].value, "edge");
+	assert_string_equal(t[1].name, "db");
+	assert_int_equal(t[1].kind, FX_TARGET_CGROUP);
+	assert_string_equal(t[1].value, "/system.slice/postgresql.service");
+	assert_int_equal(t[1].nlabels, 0);
+	assert_string_equal(t[2].name, "pg");
+	assert_int_equal(t[2].kind, FX_TARGET_PROCESS);
+	assert_string_equal(t[2].value, "postgres");
+	assert_string_equal(t[3].name, "one");
+	assert_int_equal(t[3].kind, FX_TARGET_PID);
+	assert_null(t[3].value);
+	assert_int_equal(t[3].pid, 1234);
+	/* systemctl's shorthand: a name without a unit type is a service. */
+	assert_string_equal(t[4].name, "short.unit-1");
+	assert_string_equal(t[4].value, "redis.service");
+
+	/* The file's host replaces the host name; the order is the defaults' then the file's. */
+	assert_int_equal(c->nlabels, 3);
+	assert_string_equal(fx_config_label(c, "host"), "box-7");
+	assert_string_equal(fx_config_label(c, "env"), "prod");
+	assert_string_equal(fx_config_label(c, "region"), "eu-west");
+	assert_null(fx_config_label(c, "tier"));
+
+	assert_string_equal(c->output.directory, "/srv/fxagent/out");
+	assert_int_equal(c->symbolization.ndebug_dirs, 2);
+	assert_string_equal(c->symbolization.debug_dirs[0], "/usr/lib/debug");
+	assert_string_equal(c->symbolization.debug_dirs[1], "/opt/debug");
+	assert_false(c->symbolization.demangle);
+	assert_int_equal(c->log.level, FX_LOG_DEBUG);
+}
+
+static void check_window_5(const struct fx_config *c)
+{
+	assert_int_equal(c->window.seconds, 5);
+	assert_int_equal(c->window.max_stacks, 200000);
+	assert_int_equal(c->sampling.frequency, 99);
+}
+
+static void check_no_debug_dirs(const struct fx_config *c)
+{
+	assert_int_equal(c->symbolization.ndebug_dirs, 0);
+	assert_true(c->symbolization.demangle);
+}
+
+static void check_units(const struct fx_config *c)
+{
+	assert_int_equal(c->ntargets, 3);
+	assert_string_equal(c->targets[0].value, "getty@tty1.service");
+	assert_string_equal(c->targets[1].value, "user.slice");
+	assert_string_equal(c->targets[2].value, "my.app.service");
+}
+
+static void check_edges(const struct fx_config *c)
+{
+	assert_int_equal(c->sampling.frequency, 10000);
+	assert_int_equal(c->sampling.stack_bytes, 32768);
+	assert_int_equal(c->window.seconds, 1);
+	assert_int_equal(c->window.max_stacks, 10000000);
+	assert_int_equal(c->ntargets, 1);
+	assert_int_equal(c->targets[0].pid, 4194304);
+	/* The limit is in bytes and counts a multi-byte character as its bytes. */
+	assert_int_equal(strlen(fx_config_label(c, "k")), 256);
+}
+
+/* @head, then @n copies of @item with each '#' replaced by the copy's index, then @tail. */
+static char *repeat(const char *head, const char *item, unsigned n, const char *tail)
+{
+	size_t cap = strlen(head) + strlen(tail) + (size_t)n * strlen(item) * 8 + 1;
+	char *s = malloc(cap);
+	const char *p;
+	size_t o;
+	unsigned i;
+
+	assert_non_null(s);
+	o = (size_t)snprintf(s, cap, "%s", head);
+	for (i = 0; i < n; i++) {
+		for (p = item; *p; p++) {
+			if (*p == '#')
+				o += (size_t)snprintf(s + o, cap - o, "%u", i);
+			else
+				s[o++] = *p;
+		}
+	}
+	snprintf(s + o, cap - o, "%s", tail);
+	return s;
+}
+
+static char *gen_33_labels(void)
+{
+	return repeat("labels:\n  host: h\n", "  k#: v#\n", 32, "");
+}
+
+static char *gen_32_labels_no_host(void)
+{
+	return repeat("labels:\n", "  k#: v#\n", 32, "");
+}
+
+static char *gen_32_target_labels(void)
+{
+	return repeat("targets:\n  - name: t\n    pid: 1\n    labels:\n", "      k#: v#\n", 32, "");
+}
+
+static void check_32_target_labels(const struct fx_config *c)
+{
+	assert_int_equal(c->targets[0].nlabels, 32);
+	assert_string_equal(c->targets[0].labels[31].key, "k31");
+	/* The host label is the chunk's, not the target's. */
+	assert_int_equal(c->nlabels, 1);
+}
+
+static char *gen_33_target_labels(void)
+{
+	return repeat("targets:\n  - name: t\n    pid: 1\n    labels:\n", "      k#: v#\n", 33, "");
+}
+
+static char *gen_256_targets(void)
+{
+	return repeat("targets:\n", "  - {name: t#, pid: #1}\n", 256, "");
+}
+
+static void check_256_targets(const struct fx_config *c)
+{
+	assert_int_equal(c->ntargets, 256);
+	assert_string_equal(c->targets[255].name, "t255");
+	assert_int_equal(c->targets[255].pid, 2551);
+}
+
+static char *gen_257_targets(void)
+{
+	return repeat("targets:\n", "  - {name: t#, pid: #1}\n", 257, "");
+}
+
+static char *gen_17_debug_dirs(void)
+{
+	return repeat("symbolization:\n  debug_dirs:\n", "    - /d#/x#\n", 17, "");
+}
+
+static char *gen_deep(void)
+{
+	return repeat("a: ", "[", 70, "");
+}
+
+static char *gen_many_nodes(void)
+{
+	return repeat("targets: [", "1,", 70000, "]\n");
+}
+
+static char *gen_long_value(void)
+{
+	/* 257 bytes; the message cuts it after 47, not inside the 24th character. */
+	return repeat("labels:\n  k: \"x", "\xc3\xa9", 128, "\"\n");
+}
+
+static char *gen_billion_laughs(void)
+{
+	return repeat("a: &a [x, x, x, x, x, x, x, x, x, x]\n", "l#: &l# [*a, *a, *a, *a, *a]\n", 9,
+		      "targets: [*l8, *l8, *l8, *l8, *l8, *l8, *l8, *l8]\n");
+}
+
+/* Four two-byte characters (é), and 70 digits: for byte limits. */
+#define E4  "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+#define D70 "0123456789012345678901234567890123456789012345678901234567890123456789"
+
+static const struct tcase cases[] = {
+	/* Valid files. */
+	{ "empty file gives the defaults", "", 0, NULL, NULL, 0, NULL, check_defaults },
+	{ "comments only give the defaults", "# nothing\n\n   # here\n", 0, NULL, NULL, 0, NULL,
+	  check_defaults },
+	{ "an empty document gives the defaults", "---\n...\n", 0, NULL, NULL, 0, NULL,
+	  check_defaults },
+	{ "sections with every key commented out count as absent",
+	  "sampling:\nwindow: ~\ntargets:\nlabels:\nsymbolization:\n  debug_dirs:\n", 0, NULL, NULL,
+	  0, NULL, check_defaults },
+	{ "the shipped config/fxagent.yaml gives the defaults", NULL, 0, NULL, SHIPPED, 0, NULL,
+	  check_defaults },
+	{ "a file setting every key", NULL, 0, NULL, CFG_DATA "full.yaml", 0, NULL, check_full },
+	{ "flow style, quoted keys and an unused anchor",
+	  "{\"window\": &w {seconds: 5}, 'sampling': {}}", 0, NULL, NULL, 0, NULL, check_window_5 },
+	{ "an empty debug_dirs list means none", "symbolization:\n  debug_dirs: []\n", 0, NULL,
+	  NULL, 0, NULL, check_no_debug_dirs },
+	{ "unit names: templates, other types, the .service shorthand",
+	  "targets:\n  - {name: a, systemd_unit: getty@tty1.service}\n"
+	  "  - {name: b, systemd_unit: user.slice}\n  - {name: c, systemd_unit: my.app}\n",
+	  0, NULL, NULL, 0, NULL, check_units },
+	{ "a label value of 257 bytes", NULL, 0, gen_long_value, NULL, -EINVAL,
+	  ":2:6: labels.k: expected a string of at most 256 bytes, got \"x" E4 E4 E4 E4 E4
+	  "\xc3\xa9\xc3\xa9\xc3\xa9...\"",
+	  NULL },
+	{ "range edges",
+	  "sampling: {frequency: 10000, stack_bytes: 32768}\n"
+	  "window: {seconds: 1, max_stacks: 10000000}\n"
+	  "targets: [{name: p, pid: 4194304}]\n"
+	  "labels: {k: \"" E4 E4 E4 E4 D70 D70 D70 "01234567890123\"}\n",
+	  0, NULL, NULL, 0, NULL, check_edges },
+	{ "32 labels on a target", NULL, 0, gen_32_target_labels, NULL, 0, NULL,
+	  check_32_target_labels },
+	{ "256 targets", NULL, 0, gen_256_targets, NULL, 0, NULL, check_256_targets },
+
+	/* YAML itself. */
+	{ "YAML syntax error", "sampling: [1, 2\n", 0, NULL, NULL, -EINVAL,
+	  ":2:1: YAML syntax error: did not find expected ',' or ']' (while parsing a flow "
+	  "sequence at line 1, column 11)",
+	  NULL },
+	{ "YAML syntax error in a file (bad indentation)", NULL, 0, NULL,
+	  CFG_DATA "bad-indent.yaml", -EINVAL,
+	  ":3:2: YAML syntax error: did not find expected key (while parsing a block mapping at "
+	  "line 1, column 1)",
+	  NULL },
+	{ "a NUL byte in the file", "window:\n  seconds: 5\0\n", 22, NULL, NULL, -EINVAL,
+	  ":2:13: YAML syntax error: control characters are not allowed (byte 0x00)", NULL },
+	{ "invalid UTF-8",
+	  "labels:\n  env: pr\xff"
+	  "od\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":2:10: YAML syntax error: invalid leading UTF-8 octet (byte 0xff)", NULL },
+	{ "two documents", "window: {seconds: 5}\n---\nwindow: {seconds: 6}\n", 0, NULL, NULL,
+	  -EINVAL, ":2:1: expected a single YAML document, got a second one", NULL },
+	{ "nesting too deep", NULL, 0, gen_deep, NULL, -EINVAL,
+	  ":1:67: expected at most 64 levels of nesting, got more", NULL },
+	{ "too many nodes", NULL, 0, gen_many_nodes, NULL, -EINVAL,
+	  ":1:131077: expected at most 65536 YAML nodes, got more", NULL },
+	{ "an alias is refused, not expanded", "window: &w {seconds: 5}\nsampling: *w\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":2:11: sampling: expected a value, got the alias *w (aliases are not supported, write "
+	  "the "
+	  "value out)",
+	  NULL },
+	{ "billion laughs: refused at the first alias looked at", NULL, 0, gen_billion_laughs, NULL,
+	  -EINVAL,
+	  ":1:1: a: unknown key, expected one of sampling, window, targets, labels, output, "
+	  "symbolization, log",
+	  NULL },
+	{ "an alias of a whole target",
+	  "targets:\n  - &t {name: a, pid: 1, labels: {k: v}}\n  - *t\n", 0, NULL, NULL, -EINVAL,
+	  ":3:5: targets[1]: expected a value, got the alias *t (aliases are not supported, write "
+	  "the value out)",
+	  NULL },
+	{ "an alias in a list", "symbolization:\n  debug_dirs: [&d /a, *d]\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:23: symbolization.debug_dirs[1]: expected a value, got the alias *d (aliases are not "
+	  "supported, write the value out)",
+	  NULL },
+	{ "a tag", "window:\n  seconds: !!int 5\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: window.seconds: expected a value without a YAML tag, got the tag !!int", NULL },
+
+	/* Shape. */
+	{ "top level is a list", "- sampling\n- window\n", 0, NULL, NULL, -EINVAL,
+	  ":1:1: top level: expected a mapping of sections (sampling, window, ...), got a list",
+	  NULL },
+	{ "top level is a scalar", "hello\n", 0, NULL, NULL, -EINVAL,
+	  ":1:1: top level: expected a mapping of sections (sampling, window, ...), got hello",
+	  NULL },
+	{ "unknown top-level key", "sampling: {}\nsampler: {}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:1: sampler: unknown key, expected one of sampling, window, targets, labels, output, "
+	  "symbolization, log",
+	  NULL },
+	{ "unknown key in a section", "sampling:\n  freq: 99\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: sampling.freq: unknown key, expected one of frequency, unwind, stack_bytes, "
+	  "kernel_stacks, include_idle",
+	  NULL },
+	{ "unknown key in a target", "targets:\n  - name: a\n    pid: 1\n    user: www\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":4:5: targets[0].user: unknown key, expected one of name, systemd_unit, cgroup, "
+	  "process, "
+	  "pid, labels",
+	  NULL },
+	{ "a section that is not a mapping", "window: 60\n", 0, NULL, NULL, -EINVAL,
+	  ":1:9: window: expected a mapping, got 60", NULL },
+	{ "a key that is not a scalar", "window:\n  [seconds]: 5\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: window: expected a key name, got a list", NULL },
+	{ "a duplicate key", "window:\n  seconds: 5\n  max_stacks: 1000\n  seconds: 6\n", 0, NULL,
+	  NULL, -EINVAL, ":4:3: window.seconds: duplicate key (first at line 2, column 3)", NULL },
+	{ "a duplicate section", "log: {level: info}\nwindow: {}\nlog: {level: debug}\n", 0, NULL,
+	  NULL, -EINVAL, ":3:1: log: duplicate key (first at line 1, column 1)", NULL },
+	{ "a duplicate label", "labels:\n  env: prod\n  env: dev\n", 0, NULL, NULL, -EINVAL,
+	  ":3:3: labels.env: duplicate key (first at line 2, column 3)", NULL },
+
+	/* Numbers. */
+	{ "a list where a number goes", "window:\n  seconds: [1, 2]\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: window.seconds: expected a whole number from 1 to 3600, got a list", NULL },
+	{ "zero seconds", "window:\n  seconds: 0\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: window.seconds: expected a whole number from 1 to 3600, got 0", NULL },
+	{ "frequency above the range", "sampling: {frequency: 10001}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:23: sampling.frequency: expected a whole number from 1 to 10000, got 10001", NULL },
+	{ "a fraction", "sampling: {frequency: 99.5}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:23: sampling.frequency: expected a whole number from 1 to 10000, got 99.5", NULL },
+	{ "an exponent", "sampling: {frequency: 1e3}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:23: sampling.frequency: expected a whole number from 1 to 10000, got 1e3", NULL },
+	{ "a negative number", "sampling: {frequency: -1}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:23: sampling.frequency: expected a whole number from 1 to 10000, got -1", NULL },
+	{ "a number beyond 64 bits", "window:\n  max_stacks: 99999999999999999999\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:15: window.max_stacks: expected a whole number from 1000 to 10000000, got "
+	  "99999999999999999999",
+	  NULL },
+	{ "a quoted number", "sampling: {frequency: \"99\"}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:23: sampling.frequency: expected a whole number from 1 to 10000, got \"99\"", NULL },
+	{ "no value where a number goes", "window:\n  seconds:\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: window.seconds: expected a whole number from 1 to 3600, got nothing", NULL },
+	{ "stack_bytes not a multiple of 8", "sampling: {stack_bytes: 1028}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":1:25: sampling.stack_bytes: expected a multiple of 8 from 1024 to 32768, got 1028",
+	  NULL },
+	{ "stack_bytes below the range", "sampling: {stack_bytes: 1016}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:25: sampling.stack_bytes: expected a multiple of 8 from 1024 to 32768, got 1016",
+	  NULL },
+
+	/* Booleans and choices. */
+	{ "yes is not a boolean", "sampling:\n  kernel_stacks: yes\n", 0, NULL, NULL, -EINVAL,
+	  ":2:18: sampling.kernel_stacks: expected true or false, got yes", NULL },
+	{ "a quoted boolean", "symbolization: {demangle: 'true'}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:27: symbolization.demangle: expected true or false, got \"true\"", NULL },
+	{ "an unknown unwinder", "sampling: {unwind: lbr}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:20: sampling.unwind: expected dwarf or fp, got lbr", NULL },
+	{ "an unknown log level", "log:\n  level: verbose\n", 0, NULL, NULL, -EINVAL,
+	  ":2:10: log.level: expected one of error, warning, notice, info, debug, got verbose",
+	  NULL },
+
+	/* Strings and paths. */
+	{ "a relative output directory", "output:\n  directory: chunks\n", 0, NULL, NULL, -EINVAL,
+	  ":2:14: output.directory: expected an absolute path, got \"chunks\"", NULL },
+	{ "a NUL character in a string", "output:\n  directory: \"/var/\\0/x\"\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:14: output.directory: expected an absolute path, got a string containing a NUL "
+	  "character",
+	  NULL },
+	/* Columns count characters: the é before the tab must not shift it. */
+	{ "a tab in the indentation", "labels: {a: \xc3\xa9}\nwindow:\n\tseconds: 5\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":3:1: YAML syntax error: found character that cannot start any token (a tab; YAML "
+	  "indents with spaces only)",
+	  NULL },
+	{ "a newline kept by a block scalar", "output:\n  directory: |\n    /srv/x\n", 0, NULL,
+	  NULL, -EINVAL, ":2:14: output.directory: expected an absolute path, got \"/srv/x\\x0a\"",
+	  NULL },
+	{ "a relative debug dir", "symbolization:\n  debug_dirs: [/usr/lib/debug, debug]\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:32: symbolization.debug_dirs[1]: expected an absolute path, got \"debug\"", NULL },
+	{ "debug_dirs not a list", "symbolization:\n  debug_dirs: /usr/lib/debug\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:15: symbolization.debug_dirs: expected a list of absolute paths, got /usr/lib/debug",
+	  NULL },
+	{ "17 debug dirs", NULL, 0, gen_17_debug_dirs, NULL, -EINVAL,
+	  ":19:7: symbolization.debug_dirs: expected at most 16 directories, got 17", NULL },
+	{ "a bad label name", "labels:\n  \"my label\": x\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: labels: expected a label name of 1 to 64 characters from A-Z a-z 0-9 _ . -, got "
+	  "\"my label\"",
+	  NULL },
+	{ "a label value that is a mapping", "labels:\n  env: {a: b}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:8: labels.env: expected a string of at most 256 bytes, got a mapping", NULL },
+	{ "33 labels with host", NULL, 0, gen_33_labels, NULL, -EINVAL,
+	  ":34:3: labels.k31: expected at most 32 labels (the host label included), got more",
+	  NULL },
+	{ "32 labels besides host", NULL, 0, gen_32_labels_no_host, NULL, -EINVAL,
+	  ":33:3: labels.k31: expected at most 32 labels (the host label included), got more",
+	  NULL },
+	{ "33 labels on a target", NULL, 0, gen_33_target_labels, NULL, -EINVAL,
+	  ":37:7: targets[0].labels.k32: expected at most 32 labels, got more", NULL },
+
+	/* Targets. */
+	{ "targets not a list", "targets:\n  name: web\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: targets: expected a list of targets, got a mapping", NULL },
+	{ "257 targets", NULL, 0, gen_257_targets, NULL, -EINVAL,
+	  ":258:5: targets: expected at most 256 targets, got 257", NULL },
+	{ "a target without a name", "targets:\n  - pid: 1\n", 0, NULL, NULL, -EINVAL,
+	  ":2:5: targets[0]: expected a name, got none", NULL },
+	{ "a target that is a string", "targets:\n  - web\n", 0, NULL, NULL, -EINVAL,
+	  ":2:5: targets[0]: expected a mapping with a name and one of systemd_unit, cgroup, "
+	  "process, pid, got web",
+	  NULL },
+	{ "a bad target name", "targets:\n  - name: web server\n    pid: 1\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:11: targets[0].name: expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, "
+	  "got "
+	  "\"web server\"",
+	  NULL },
+	{ "a target name of 65 characters",
+	  "targets:\n  - name: "
+	  "a1234567890123456789012345678901234567890123456789012345678901234\n    pid: 1\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":2:11: targets[0].name: expected a name of 1 to 64 characters from A-Z a-z 0-9 _ . -, "
+	  "got "
+	  "\"a12345678901234567890123456789012345678901234567...\"",
+	  NULL },
+	{ "a duplicate target name", NULL, 0, NULL, CFG_DATA "bad-duplicate-name.yaml", -EINVAL,
+	  ":6:11: targets[2].name: expected a name no other target has, got \"web\" (also the name "
+	  "of targets[0] at line 2)",
+	  NULL },
+	{ "a target without a selector", "targets:\n  - name: web\n    labels: {a: b}\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":2:5: targets[0]: expected one of systemd_unit, cgroup, process or pid, got none",
+	  NULL },
+	{ "a target with two selectors", NULL, 0, NULL, CFG_DATA "bad-two-selectors.yaml", -EINVAL,
+	  ":4:5: targets[0]: expected only one of systemd_unit, cgroup, process or pid, got both "
+	  "cgroup and process",
+	  NULL },
+	{ "pid 0 in a file", NULL, 0, NULL, CFG_DATA "bad-pid.yaml", -EINVAL,
+	  ":9:10: targets[1].pid: expected a whole number from 1 to 4194304, got 0", NULL },
+	{ "a pid that is a name", "targets:\n  - {name: a, pid: nginx}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:20: targets[0].pid: expected a whole number from 1 to 4194304, got nginx", NULL },
+	{ "a relative cgroup", "targets:\n  - {name: a, cgroup: system.slice}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:23: targets[0].cgroup: expected an absolute cgroup path without .. such as "
+	  "/system.slice/nginx.service, got \"system.slice\"",
+	  NULL },
+	{ "a cgroup escaping with ..", "targets:\n  - {name: a, cgroup: /system.slice/../..}\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:23: targets[0].cgroup: expected an absolute cgroup path without .. such as "
+	  "/system.slice/nginx.service, got \"/system.slice/../..\"",
+	  NULL },
+	{ "a process name with a slash", "targets:\n  - {name: a, process: /usr/bin/foo}\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:24: targets[0].process: expected a process name (comm or executable base name, 1 to "
+	  "255 bytes, no /), got \"/usr/bin/foo\"",
+	  NULL },
+	{ "a bad unit name", "targets:\n  - {name: a, systemd_unit: \"ng inx\"}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:29: targets[0].systemd_unit: expected a systemd unit name such as nginx.service, got "
+	  "\"ng inx\"",
+	  NULL },
+};
+
+static void run_case(void **state)
+{
+	const struct tcase *t = *state;
+	struct fx_config *c = new_config();
+	char err[1024] = "untouched", want[1024];
+	const char *name;
+	char *gen = NULL;
+	int r;
+
+	if (t->file) {
+		name = t->file;
+		r = fx_config_load(t->file, c, err, sizeof(err));
+	} else {
+		const char *text = t->gen ? (gen = t->gen()) : t->text;
+
+		name = "inline.yaml";
+		r = fx_config_parse(name, text, t->len ? t->len : strlen(text), c, err,
+				    sizeof(err));
+	}
+	if (t->msg) {
+		snprintf(want, sizeof(want), "%s%s", name, t->msg);
+		assert_string_equal(err, want);
+		assert_int_equal(r, t->rc);
+		/* On error the config is released: nothing to free, nothing dangling. */
+		assert_null(c->output.directory);
+		assert_int_equal(c->ntargets, 0);
+		assert_int_equal(c->nlabels, 0);
+	} else {
+		if (r)
+			fail_msg("%s", err);
+		assert_string_equal(err, "");
+		t->check(c);
+		fx_config_release(c);
+	}
+	free(gen);
+	free(c);
+}
+
+static void test_defaults(void **state)
+{
+	struct fx_config *c = new_config();
+	char host[HOST_NAME_MAX + 1] = "";
+
+	(void)state;
+	assert_int_equal(fx_config_defaults(c), 0);
+	assert_int_equal(c->sampling.frequency, 99);
+	assert_true(c->sampling.dwarf);
+	assert_int_equal(c->sampling.stack_bytes, 16384);
+	assert_true(c->sampling.kernel_stacks);
+	assert_false(c->sampling.include_idle);
+	assert_int_equal(c->window.seconds, 60);
+	assert_int_equal(c->window.max_stacks, 200000);
+	assert_int_equal(c->ntargets, 0);
+	assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+	assert_int_equal(c->nlabels, 1);
+	assert_string_equal(fx_config_label(c, "host"), host);
+	assert_null(fx_config_label(c, "env"));
+	assert_string_equal(c->output.directory, "/var/lib/fxagent/chunks");
+	assert_int_equal(c->symbolization.ndebug_dirs, 1);
+	assert_string_equal(c->symbolization.debug_dirs[0], "/usr/lib/debug");
+	assert_true(c->symbolization.demangle);
+	assert_int_equal(c->log.level, FX_LOG_NOTICE);
+	fx_config_release(c);
+	/* Released twice is harmless: release leaves an empty config. */
+	fx_config_release(c);
+	free(c);
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *s;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	s = calloc(1, (size_t)n + 1);
+	assert_non_null(s);
+	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return s;
+}
+
+/* The shipped file must mention every key, so that it stays the reference. */
+static void test_shipped_documents_every_key(void **state)
+{
+	static const char *const keys[] = {
+		"sampling:",	 "frequency:",	  "unwind:",  "stack_bytes:", "kernel_stacks:",
+		"include_idle:", "window:",	  "seconds:", "max_stacks:",  "targets:",
+		"name:",	 "systemd_unit:", "cgroup:",  "process:",     "pid:",
+		"labels:",	 "host:",	  "output:",  "directory:",   "symbolization:",
+		"debug_dirs:",	 "demangle:",	  "log:",     "level:",
+	};
+	char *text = read_text(SHIPPED);
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strstr(text, keys[i]))
+			fail_msg("config/fxagent.yaml does not mention %s", keys[i]);
+	free(text);
+}
+
+/* The commented-out targets example of the shipped file, uncommented, loads. */
+static void test_shipped_example_targets(void **state)
+{
+	char *text = read_text(SHIPPED), *p, *line, err[512];
+	struct fx_config *c = new_config();
+	bool in_example = false;
+	size_t nuncommented = 0;
+	int r;
+
+	(void)state;
+	for (line = text; *line; line = p + 1) {
+		p = strchr(line, '\n');
+		assert_non_null(p);
+		if (in_example && !strncmp(line, "#  ", 3)) {
+			*line = ' ';
+			nuncommented++;
+		} else {
+			in_example = !strncmp(line, "targets:", 8);
+		}
+	}
+	assert_true(nuncommented >= 4);
+	r = fx_config_parse("example", text, strlen(text), c, err, sizeof(err));
+	if (r)
+		fail_msg("%s", err);
+	assert_int_equal(c->ntargets, 4);
+	assert_int_equal(c->targets[0].kind, FX_TARGET_SYSTEMD_UNIT);
+	assert_string_equal(c->targets[0].labels[0].value, "frontend");
+	assert_int_equal(c->targets[1].kind, FX_TARGET_CGROUP);
+	assert_int_equal(c->targets[2].kind, FX_TARGET_PROCESS);
+	assert_int_equal(c->targets[3].kind, FX_TARGET_PID);
+	fx_config_release(c);
+	free(c);
+	free(text);
+}
+
+static void test_load_missing_file(void **state)
+{
+	struct fx_config *c = new_config();
+	char err[256];
+
+	(void)state;
+	assert_int_equal(fx_config_load(CFG_DATA "no-such.yaml", c, err, sizeof(err)), -ENOENT);
+	assert_string_equal(err, CFG_DATA "no-such.yaml: cannot read: No such file or directory");
+	assert_null(c->output.directory);
+	free(c);
+}
+
+static void test_load_directory(void **state)
+{
+	struct fx_config *c = new_config();
+	char err[256];
+
+	(void)state;
+	assert_int_equal(fx_config_load(FX_TEST_DATA "/config", c, err, sizeof(err)), -EISDIR);
+	assert_string_equal(err, FX_TEST_DATA "/config: cannot read: Is a directory");
+	free(c);
+}
+
+static void test_too_large(void **state)
+{
+	char path[] = "/tmp/fxcfg-XXXXXX", err[256], want[256];
+	struct fx_config *c = new_config();
+	size_t len = (1u << 20) + 1;
+	char *text = malloc(len);
+	int fd;
+
+	(void)state;
+	assert_non_null(text);
+	/* A valid file, only too long: all comment. */
+	memset(text, '#', len);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, len), (ssize_t)len);
+	close(fd);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), -EFBIG);
+	snprintf(want, sizeof(want), "%s: expected a file of at most 1048576 bytes, got more",
+		 path);
+	assert_string_equal(err, want);
+
+	/* Exactly at the cap is fine. */
+	assert_int_equal(truncate(path, (off_t)len - 1), 0);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), 0);
+	check_defaults(c);
+	fx_config_release(c);
+	unlink(path);
+
+	assert_int_equal(fx_config_parse("big.yaml", text, len, c, err, sizeof(err)), -EFBIG);
+	assert_string_equal(err, "big.yaml: expected a file of at most 1048576 bytes, got 1048577");
+	free(text);
+	free(c);
+}
+
+/* A short error buffer gets a truncated, terminated message; none at all is fine. */
+static void test_small_error_buffer(void **state)
+{
+	struct fx_config *c = new_config();
+	char err[16];
+
+	(void)state;
+	assert_int_equal(fx_config_parse("x.yaml", "window: 1\n", 10, c, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "x.yaml:1:9: win");
+	assert_int_equal(fx_config_parse("x.yaml", "window: 1\n", 10, c, NULL, 0), -EINVAL);
+	free(c);
+}
+
+int main(void)
+{
+	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
+	struct CMUnitTest tests[NCASES + 7] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_shipped_documents_every_key),
+		cmocka_unit_test(test_shipped_example_targets),
+		cmocka_unit_test(test_load_missing_file),
+		cmocka_unit_test(test_load_directory),
+		cmocka_unit_test(test_too_large),
+		cmocka_unit_test(test_small_error_buffer),
+	};
+	size_t i;
+
+	for (i = 0; i < NCASES; i++) {
+		tests[7 + i].name = cases[i].name;
+		tests[7 + i].test_func = run_case;
+		tests[7 + i].initial_state = (void *)&cases[i];
+	}
+	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}
