@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/config.h"
+#include "fxagent/daemon.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
 #include "fxagent/objects.h"
@@ -42,6 +44,13 @@ struct options {
 	enum fx_unwind_mode unwind;
 	uint32_t stack_bytes;
 	bool verbose;
+	/* Daemon and config */
+	const char *config;	 /* --config FILE */
+	bool check_config;	 /* --check-config [FILE] */
+	const char *output_dir;	 /* --output-dir DIR */
+	unsigned window_seconds; /* --window SECONDS, 0 = from the config */
+	/* Which sampling flags were given: they override the config. */
+	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack;
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -123,7 +132,16 @@ static int parse_uint(const char *s, unsigned long long min, unsigned long long 
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum { OPT_ONCE = 256, OPT_NO_KERNEL, OPT_INCLUDE_IDLE, OPT_UNWIND, OPT_STACK_BYTES };
+	enum {
+		OPT_ONCE = 256,
+		OPT_NO_KERNEL,
+		OPT_INCLUDE_IDLE,
+		OPT_UNWIND,
+		OPT_STACK_BYTES,
+		OPT_CHECK_CONFIG,
+		OPT_OUTPUT_DIR,
+		OPT_WINDOW,
+	};
 	static const struct option longopts[] = {
 		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "duration", required_argument, NULL, 'd' },
@@ -134,6 +152,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "include-idle", no_argument, NULL, OPT_INCLUDE_IDLE },
 		{ "unwind", required_argument, NULL, OPT_UNWIND },
 		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
+		{ "config", required_argument, NULL, 'c' },
+		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
+		{ "output-dir", required_argument, NULL, OPT_OUTPUT_DIR },
+		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -142,10 +164,34 @@ static int parse_args(int argc, char **argv, struct options *o)
 	unsigned long long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "d:F:o:p:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:d:F:o:p:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_ONCE:
 			o->once = true;
+			break;
+		case 'c':
+			o->config = optarg;
+			break;
+		case OPT_CHECK_CONFIG:
+			o->check_config = true;
+			/* --check-config FILE as well as --check-config=FILE */
+			if (!optarg && optind < argc && argv[optind][0] != '-')
+				optarg = argv[optind++];
+			if (optarg)
+				o->config = optarg;
+			break;
+		case OPT_OUTPUT_DIR:
+			o->output_dir = optarg;
+			break;
+		case OPT_WINDOW:
+			if (parse_uint(optarg, 1, 3600, &v) < 0) {
+				fprintf(stderr,
+					"fxagent: invalid --window '%s': expected a whole number "
+					"of seconds from 1 to 3600\n",
+					optarg);
+				return -EINVAL;
+			}
+			o->window_seconds = (unsigned)v;
 			break;
 		case 'd':
 			if (parse_duration(optarg, &o->duration_ms) < 0) {
@@ -165,6 +211,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return -EINVAL;
 			}
 			o->frequency = (unsigned)v;
+			o->set_frequency = true;
 			break;
 		case 'o':
 			o->output = optarg;
@@ -185,15 +232,19 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case OPT_NO_KERNEL:
 			o->kernel = false;
+			o->set_kernel = true;
 			break;
 		case OPT_INCLUDE_IDLE:
 			o->include_idle = true;
+			o->set_idle = true;
 			break;
 		case OPT_UNWIND:
 			if (!strcmp(optarg, "dwarf")) {
 				o->unwind = FX_UNWIND_DWARF;
+				o->set_unwind = true;
 			} else if (!strcmp(optarg, "fp")) {
 				o->unwind = FX_UNWIND_FP;
+				o->set_unwind = true;
 			} else {
 				fprintf(stderr,
 					"fxagent: invalid --unwind '%s': expected dwarf or fp\n",
@@ -210,6 +261,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return -EINVAL;
 			}
 			o->stack_bytes = (uint32_t)v;
+			o->set_stack = true;
 			break;
 		case 'v':
 			o->verbose = true;
@@ -229,10 +281,47 @@ static int parse_args(int argc, char **argv, struct options *o)
 		fprintf(stderr, "fxagent: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
-	if (!o->once) {
-		fprintf(stderr, "fxagent: only --once is supported so far; try 'fxagent --once "
-				"--duration 10s --output host.json.gz'\n");
+	return 0;
+}
+
+/* The config: the file given, else the default file if there is one, else
+ * the defaults; then the command line's flags over it. Returns 0, or -EINVAL
+ * having said what is wrong where. */
+static int load_config(const struct options *o, struct fx_config *cfg)
+{
+	const char *path = o->config;
+	char err[1024];
+	int ret;
+
+	if (!path && access(FX_CONFIG_DEFAULT_PATH, F_OK) == 0)
+		path = FX_CONFIG_DEFAULT_PATH;
+	if (path)
+		ret = fx_config_load(path, cfg, err, sizeof(err));
+	else
+		ret = fx_config_defaults(cfg);
+	if (ret < 0) {
+		fprintf(stderr, "fxagent: %s\n", path ? err : "out of memory");
 		return -EINVAL;
+	}
+	if (o->set_frequency)
+		cfg->sampling.frequency = o->frequency;
+	if (o->set_kernel)
+		cfg->sampling.kernel_stacks = o->kernel;
+	if (o->set_idle)
+		cfg->sampling.include_idle = o->include_idle;
+	if (o->set_unwind)
+		cfg->sampling.dwarf = o->unwind == FX_UNWIND_DWARF;
+	if (o->set_stack)
+		cfg->sampling.stack_bytes = o->stack_bytes;
+	if (o->window_seconds)
+		cfg->window.seconds = o->window_seconds;
+	if (o->output_dir) {
+		char *dir = strdup(o->output_dir);
+
+		if (!dir)
+			return -ENOMEM;
+		free(cfg->output.directory);
+		cfg->output.directory = dir;
 	}
 	return 0;
 }
@@ -495,10 +584,46 @@ int main(int argc, char **argv)
 		.stack_bytes = 16384,
 	};
 
+	struct fx_config cfg;
+	int ret;
+
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
+	if (load_config(&o, &cfg) < 0)
+		return EXIT_USAGE;
+	if (o.check_config) {
+		printf("%s: ok\n", o.config ? o.config : "defaults");
+		fx_config_release(&cfg);
+		return 0;
+	}
+	fx_log_set_level((enum fx_log_level)cfg.log.level);
 	if (o.verbose)
 		fx_log_set_level(FX_LOG_DEBUG);
-	progress = isatty(STDERR_FILENO);
-	return record_once(&o) < 0 ? 1 : 0;
+	/* What --once samples is what the config says, flags included. */
+	o.frequency = cfg.sampling.frequency;
+	o.kernel = cfg.sampling.kernel_stacks;
+	o.include_idle = cfg.sampling.include_idle;
+	o.unwind = cfg.sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP;
+	o.stack_bytes = cfg.sampling.stack_bytes;
+	if (o.once) {
+		progress = isatty(STDERR_FILENO);
+		ret = record_once(&o) < 0 ? 1 : 0;
+	} else {
+		struct sigaction sa = { .sa_handler = on_signal };
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		struct fx_daemon_stats ds = { 0 };
+
+		ret = fx_daemon_run(&cfg, &stop_requested, &ds) < 0 ? 1 : 0;
+		/* The figures bench/daemon.py reads. */
+		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
+			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us",
+			ds.windows, ds.chunks, ds.chunk_errors, ds.samples,
+			ds.windows ? (double)ds.rotation_ns_sum / (double)ds.windows / 1000.0 : 0,
+			(double)ds.rotation_ns_max / 1000.0);
+	}
+	fx_config_release(&cfg);
+	return ret;
 }

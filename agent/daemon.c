@@ -1,0 +1,597 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/daemon.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/cgroup.h"
+#include "fxagent/kallsyms.h"
+#include "fxagent/log.h"
+#include "fxagent/objects.h"
+#include "fxagent/procs.h"
+#include "fxagent/recorder.h"
+#include "fxagent/report.h"
+#include "fxagent/sampler.h"
+#include "fxagent/symbolize.h"
+#include "fxagent/unwind.h"
+#include "fxagent/window.h"
+
+#define TAG_ROOT	   (UINT32_MAX - 1) /* the root cgroup: samples for process/pid targets */
+#define MAX_OPEN_OBJECTS   8192
+#define UNWIND_CACHE_PROCS 256
+
+struct target_rt {
+	const struct fx_target *cfg; /* NULL: the whole system */
+	const char *name;
+	struct fx_window *win; /* the open window */
+	bool cgroup;	       /* sampled by cgroup events */
+	uint64_t cg_id;	       /* attached cgroup, 0 = none */
+	bool said_missing;
+	struct fx_profile_kv *labels; /* global labels, then the target's */
+	size_t nlabels;
+};
+
+struct job {
+	struct target_rt *t;
+	struct fx_window *win;
+	struct fx_thread_name *names;
+	size_t nnames;
+};
+
+struct batch {
+	struct batch *next;
+	int64_t seq;
+	uint64_t start_mono, end_mono;
+	double start_wall_ms;
+	size_t njobs;
+	struct job jobs[];
+};
+
+struct daemon {
+	const struct fx_config *cfg;
+	struct fx_sampler *sampler;
+	struct fx_objects *objs;
+	struct fx_procs *procs;
+	struct fx_unwinder *unwinder;
+	struct fx_recorder rec;
+	struct target_rt *t;
+	size_t nt;
+	bool cgroup_mode;
+	bool filter_procs; /* process/pid targets present */
+	char mount[PATH_MAX];
+	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */
+	int64_t wall_minus_mono;     /* ns */
+	int64_t seq;
+	char host[256];
+	/* publisher */
+	pthread_t pub;
+	bool pub_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct batch *head, *tail;
+	bool quit;
+	struct fx_daemon_stats stats;
+};
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct fx_window *window_new(const struct fx_config *cfg)
+{
+	struct fx_window *w = malloc(sizeof(*w));
+
+	if (w)
+		fx_window_init(w, cfg->window.max_stacks);
+	return w;
+}
+
+static void window_free(struct fx_window *w)
+{
+	if (!w)
+		return;
+	fx_window_release(w);
+	free(w);
+}
+
+/* ---- targets ---- */
+
+static bool is_cgroup_kind(const struct fx_target *t)
+{
+	return t->kind == FX_TARGET_SYSTEMD_UNIT || t->kind == FX_TARGET_CGROUP;
+}
+
+/* Attaches (or re-attaches, after a restart made a new directory) the cgroup
+ * events of target @i. Says once when its cgroup is missing. */
+static void resolve_target(struct daemon *d, size_t i)
+{
+	struct target_rt *t = &d->t[i];
+	char rel[PATH_MAX];
+	uint64_t id;
+	int fd, ret;
+
+	ret = fx_cgroup_resolve(d->mount, t->cfg, rel, sizeof(rel));
+	if (ret == 0)
+		ret = fx_cgroup_open(d->mount, rel, &fd, &id);
+	if (ret < 0) {
+		if (t->cg_id) {
+			fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
+			t->cg_id = 0;
+		}
+		if (!t->said_missing)
+			fx_log(FX_LOG_NOTICE,
+			       "target %s: %s has no cgroup yet; looking again every "
+			       "window",
+			       t->name, t->cfg->value);
+		t->said_missing = true;
+		return;
+	}
+	if (id != t->cg_id) {
+		if (t->cg_id)
+			fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
+		ret = fx_sampler_add_cgroup(d->sampler, fd, (uint32_t)i);
+		if (ret < 0) {
+			fx_log(FX_LOG_ERR, "target %s: cannot sample cgroup %s: %s", t->name, rel,
+			       strerror(-ret));
+			t->cg_id = 0;
+		} else {
+			fx_log(t->said_missing || t->cg_id ? FX_LOG_NOTICE : FX_LOG_INFO,
+			       "target %s: sampling cgroup %s", t->name, rel);
+			t->cg_id = id;
+			t->said_missing = false;
+		}
+	}
+	close(fd);
+}
+
+static void resolve_targets(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nt; i++)
+		if (d->t[i].cgroup)
+			resolve_target(d, i);
+}
+
+static bool proc_matches(const struct fx_target *t, uint32_t pid, const struct fx_proc *proc)
+{
+	if (t->kind == FX_TARGET_PID)
+		return pid == t->pid;
+	if (t->kind == FX_TARGET_PROCESS && proc)
+		/* comm holds at most 15 bytes of the name */
+		return strncmp(proc->comm, t->value, FX_COMM_LEN - 1) == 0;
+	return false;
+}
+
+/* ---- recorder hooks (sampler thread) ---- */
+
+static size_t route(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
+		    struct fx_window **out, size_t max)
+{
+	struct daemon *d = ctx;
+	size_t n = 0;
+
+	if (d->cgroup_mode) {
+		uint32_t tag = fx_sampler_tag(d->sampler, s->id);
+
+		if (tag < d->nt) {
+			out[n++] = d->t[tag].win;
+			return n;
+		}
+		if (tag != TAG_ROOT)
+			return 0;
+	} else if (!d->filter_procs) {
+		out[n++] = d->t[0].win; /* the whole system */
+		return n;
+	}
+	for (size_t i = 0; i < d->nt && n < max; i++)
+		if (!d->t[i].cgroup && proc_matches(d->t[i].cfg, s->pid, proc))
+			out[n++] = d->t[i].win;
+	return n;
+}
+
+static void on_lost(void *ctx, uint64_t time_ns, uint64_t count)
+{
+	struct daemon *d = ctx;
+
+	(void)time_ns;
+	/* A ring does not say whose samples it lost: every window says it. */
+	for (size_t i = 0; i < d->nt; i++)
+		d->t[i].win->counters.lost += count;
+}
+
+static void publish(struct daemon *d, struct batch *b)
+{
+	pthread_mutex_lock(&d->mu);
+	if (d->tail)
+		d->tail->next = b;
+	else
+		d->head = b;
+	d->tail = b;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* Closes the open windows at @end (CLOCK_MONOTONIC) and opens the next ones.
+ * This is all the sampler thread spends on a window change. */
+static void rotate(struct daemon *d, uint64_t end)
+{
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), took;
+	struct batch *b = calloc(1, sizeof(*b) + d->nt * sizeof(struct job));
+
+	if (b) {
+		b->seq = d->seq;
+		b->start_mono = d->win_start;
+		b->end_mono = end;
+		b->start_wall_ms = (double)((int64_t)d->win_start + d->wall_minus_mono) / 1e6;
+		for (size_t i = 0; i < d->nt; i++) {
+			struct fx_window *fresh = window_new(d->cfg);
+			struct job *j = &b->jobs[b->njobs];
+
+			if (!fresh)
+				break; /* out of memory: this target's window goes on */
+			j->t = &d->t[i];
+			j->win = d->t[i].win;
+			if (fx_procs_names(d->procs, j->win, &j->names, &j->nnames) < 0)
+				j->nnames = 0;
+			d->stats.samples += j->win->counters.samples;
+			d->t[i].win = fresh;
+			b->njobs++;
+		}
+		publish(d, b);
+	}
+	d->seq++;
+	d->stats.windows++;
+	fx_procs_sweep(d->procs);
+	resolve_targets(d);
+	d->win_start = end;
+	d->win_end = end + (uint64_t)d->cfg->window.seconds * 1000000000ull;
+	took = now_ns(CLOCK_MONOTONIC) - t0;
+	d->stats.rotation_ns_sum += took;
+	if (took > d->stats.rotation_ns_max)
+		d->stats.rotation_ns_max = took;
+}
+
+static void before_sample(void *ctx, uint64_t time_ns)
+{
+	struct daemon *d = ctx;
+
+	/* Rotation follows the samples' own clock: each lands in one window. */
+	while (time_ns >= d->win_end)
+		rotate(d, d->win_end);
+}
+
+/* ---- publisher thread ---- */
+
+static void chunk_path(const struct daemon *d, const struct batch *b, const struct job *j,
+		       char *out, size_t len)
+{
+	time_t sec = (time_t)(b->start_wall_ms / 1000);
+	struct tm tm;
+	char ts[32];
+
+	gmtime_r(&sec, &tm);
+	strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
+	snprintf(out, len, "%s/%s-%s-%06" PRId64 ".json.gz", d->cfg->output.directory, j->t->name,
+		 ts, b->seq);
+}
+
+static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struct fx_kallsyms *ks,
+			struct batch *b)
+{
+	for (size_t i = 0; i < b->njobs; i++) {
+		struct job *j = &b->jobs[i];
+		struct fx_report_stats rs;
+		struct fx_report_input in = {
+			.window = j->win,
+			.names = j->names,
+			.nnames = j->nnames,
+			.objs = d->objs,
+			.symbolizer = sym,
+			.kallsyms = ks,
+			.meta = {
+				.start_time_ms = b->start_wall_ms,
+				.start_ns = b->start_mono,
+				.end_ns = b->end_mono,
+				.interval_ms = 1000.0 / d->cfg->sampling.frequency,
+				.product = "fxagent",
+				.host = d->host,
+				.target = j->t->name,
+				.seq = b->seq,
+				.labels = j->t->labels,
+				.nlabels = j->t->nlabels,
+				.samples = j->win->counters.samples,
+				.lost = j->win->counters.lost,
+				.truncated = j->win->counters.truncated,
+			},
+			.seq = b->seq,
+			.marker_pid = (uint32_t)getpid(),
+			.marker_name = "fxagent",
+		};
+		char path[PATH_MAX];
+
+		chunk_path(d, b, j, path, sizeof(path));
+		if (fx_report_write(&in, path, &rs) == 0) {
+			__atomic_add_fetch(&d->stats.chunks, 1, __ATOMIC_RELAXED);
+			fx_log(FX_LOG_INFO, "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes",
+			       path, rs.profile.samples, rs.profile.bytes);
+		} else {
+			__atomic_add_fetch(&d->stats.chunk_errors, 1, __ATOMIC_RELAXED);
+		}
+		window_free(j->win);
+		free(j->names);
+	}
+	free(b);
+}
+
+static void *publisher(void *arg)
+{
+	struct daemon *d = arg;
+	const char *const *dirs = (const char *const *)d->cfg->symbolization.debug_dirs;
+	struct fx_symbolizer_opts so = { .debug_dirs =
+						 d->cfg->symbolization.ndebug_dirs ? dirs : NULL,
+					 .no_demangle = !d->cfg->symbolization.demangle };
+	struct fx_symbolizer *sym = fx_symbolizer_new(&so);
+
+	for (;;) {
+		struct fx_kallsyms *ks = NULL;
+		struct batch *b;
+
+		pthread_mutex_lock(&d->mu);
+		while (!d->head && !d->quit)
+			pthread_cond_wait(&d->cv, &d->mu);
+		b = d->head;
+		if (b) {
+			d->head = b->next;
+			if (!d->head)
+				d->tail = NULL;
+		}
+		pthread_mutex_unlock(&d->mu);
+		if (!b)
+			break; /* quit, and nothing left */
+		/* Modules come and go: the kernel's symbols are read per window. */
+		if (d->cfg->sampling.kernel_stacks)
+			ks = fx_kallsyms_load("/proc/kallsyms");
+		if (sym)
+			write_batch(d, sym, ks, b);
+		fx_kallsyms_free(ks);
+	}
+	fx_symbolizer_free(sym);
+	return NULL;
+}
+
+/* ---- set-up ---- */
+
+static int make_dirs(const char *path)
+{
+	char buf[PATH_MAX];
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return access(buf, W_OK | X_OK) < 0 ? -errno : 0;
+}
+
+static int setup_targets(struct daemon *d)
+{
+	const struct fx_config *cfg = d->cfg;
+	size_t n = cfg->ntargets ? cfg->ntargets : 1;
+
+	d->t = calloc(n, sizeof(*d->t));
+	if (!d->t)
+		return -ENOMEM;
+	d->nt = n;
+	for (size_t i = 0; i < n; i++) {
+		struct target_rt *t = &d->t[i];
+		const struct fx_target *tc = cfg->ntargets ? &cfg->targets[i] : NULL;
+		size_t nl = cfg->nlabels + (tc ? tc->nlabels : 0), k = 0;
+
+		t->cfg = tc;
+		t->name = tc ? tc->name : "system";
+		t->cgroup = tc && is_cgroup_kind(tc);
+		d->cgroup_mode |= t->cgroup;
+		d->filter_procs |= tc && !t->cgroup;
+		t->win = window_new(cfg);
+		t->labels = calloc(nl + 1, sizeof(*t->labels));
+		if (!t->win || !t->labels)
+			return -ENOMEM;
+		for (size_t l = 0; l < cfg->nlabels; l++)
+			t->labels[k++] =
+				(struct fx_profile_kv){ cfg->labels[l].key, cfg->labels[l].value };
+		for (size_t l = 0; tc && l < tc->nlabels; l++)
+			t->labels[k++] =
+				(struct fx_profile_kv){ tc->labels[l].key, tc->labels[l].value };
+		t->nlabels = k;
+	}
+	return 0;
+}
+
+static void teardown(struct daemon *d)
+{
+	if (d->pub_started) {
+		pthread_mutex_lock(&d->mu);
+		d->quit = true;
+		pthread_cond_signal(&d->cv);
+		pthread_mutex_unlock(&d->mu);
+		pthread_join(d->pub, NULL);
+	}
+	for (struct batch *b = d->head, *next; b; b = next) {
+		next = b->next;
+		for (size_t i = 0; i < b->njobs; i++) {
+			window_free(b->jobs[i].win);
+			free(b->jobs[i].names);
+		}
+		free(b);
+	}
+	for (size_t i = 0; i < d->nt; i++) {
+		window_free(d->t[i].win);
+		free(d->t[i].labels);
+	}
+	free(d->t);
+	fx_unwind_free(d->unwinder);
+	fx_procs_free(d->procs);
+	fx_objects_free(d->objs);
+	fx_sampler_free(d->sampler);
+	pthread_cond_destroy(&d->cv);
+	pthread_mutex_destroy(&d->mu);
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
+		  struct fx_daemon_stats *stats)
+{
+	const uint64_t wlen = (uint64_t)cfg->window.seconds * 1000000000ull;
+	struct fx_sampler_opts so = { .frequency = cfg->sampling.frequency,
+				      .kernel = cfg->sampling.kernel_stacks,
+				      .user_regs_stack = cfg->sampling.dwarf,
+				      .stack_bytes = cfg->sampling.stack_bytes };
+	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
+				     .kernel = cfg->sampling.kernel_stacks,
+				     .max_procs = UNWIND_CACHE_PROCS };
+	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle };
+	struct fx_recorder_sink sink;
+	struct daemon *d = calloc(1, sizeof(*d));
+	uint64_t wall, mono;
+	int ret;
+
+	if (!d)
+		return -ENOMEM;
+	d->cfg = cfg;
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	gethostname(d->host, sizeof(d->host) - 1);
+	if (fx_config_label(cfg, "host"))
+		snprintf(d->host, sizeof(d->host), "%s", fx_config_label(cfg, "host"));
+	raise_fd_limit();
+	ret = make_dirs(cfg->output.directory);
+	if (ret < 0) {
+		fx_log(FX_LOG_ERR, "cannot write chunks to '%s' (output.directory): %s",
+		       cfg->output.directory, strerror(-ret));
+		goto out;
+	}
+	ret = setup_targets(d);
+	if (ret < 0)
+		goto out;
+	if (d->cgroup_mode) {
+		ret = fx_cgroup_find_mount("/proc/self/mountinfo", d->mount, sizeof(d->mount));
+		if (ret < 0)
+			goto out;
+	}
+	so.cgroups = d->cgroup_mode;
+	ret = fx_sampler_open(&so, &d->sampler);
+	if (ret < 0)
+		goto out;
+	d->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
+	d->procs = d->objs ? fx_procs_new(d->objs, "/proc") : NULL;
+	uo.objs = d->objs;
+	d->unwinder = d->procs ? fx_unwind_new(&uo) : NULL;
+	if (!d->unwinder) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (d->cgroup_mode) {
+		int fd;
+		uint64_t id;
+
+		resolve_targets(d);
+		/* process and pid targets next to cgroup ones: the root cgroup
+		 * samples everything, filtered here. */
+		if (d->filter_procs) {
+			ret = fx_cgroup_open(d->mount, "/", &fd, &id);
+			if (ret == 0) {
+				ret = fx_sampler_add_cgroup(d->sampler, fd, TAG_ROOT);
+				close(fd);
+			}
+			if (ret < 0) {
+				fx_log(FX_LOG_ERR,
+				       "cannot sample the root cgroup for process "
+				       "targets: %s",
+				       strerror(-ret));
+				goto out;
+			}
+		}
+	}
+	fx_recorder_init(&d->rec, &ro, fx_sampler_fmt(d->sampler), d->procs, d->unwinder,
+			 d->t[0].win);
+	sink = (struct fx_recorder_sink){
+		.before_sample = before_sample, .route = route, .lost = on_lost, .ctx = d
+	};
+	fx_recorder_set_sink(&d->rec, &sink);
+	ret = pthread_create(&d->pub, NULL, publisher, d);
+	if (ret) {
+		ret = fx_log_errno(FX_LOG_ERR, ret, "cannot start the publisher thread");
+		goto out;
+	}
+	d->pub_started = true;
+
+	wall = now_ns(CLOCK_REALTIME);
+	mono = now_ns(CLOCK_MONOTONIC);
+	d->wall_minus_mono = (int64_t)wall - (int64_t)mono;
+	/* Windows align to the wall clock: the first one ends at the next
+	 * multiple of the window length since the epoch. */
+	d->win_start = mono;
+	d->win_end = mono + (wlen - wall % wlen);
+	ret = fx_sampler_enable(d->sampler);
+	if (ret < 0)
+		goto out;
+	fx_log(FX_LOG_NOTICE, "sampling %s at %u Hz, %u s windows, chunks in %s",
+	       cfg->ntargets ? "the configured targets" : "the whole system",
+	       cfg->sampling.frequency, cfg->window.seconds, cfg->output.directory);
+	while (!*stop) {
+		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		int64_t left;
+
+		if (now >= d->win_end)
+			rotate(d, d->win_end);
+		left = (int64_t)(d->win_end - now_ns(CLOCK_MONOTONIC)) / 1000000;
+		ret = fx_sampler_poll(d->sampler,
+				      left < 0	   ? 0
+				      : left < 200 ? (int)left + 1
+						   : 200,
+				      fx_recorder_handle, &d->rec);
+		if (ret < 0) {
+			fx_log(FX_LOG_ERR, "reading perf rings failed: %s", strerror(-ret));
+			goto out;
+		}
+	}
+	/* Stopped: the partial window is written too. */
+	fx_sampler_disable(d->sampler);
+	fx_sampler_flush(d->sampler, fx_recorder_handle, &d->rec);
+	rotate(d, now_ns(CLOCK_MONOTONIC));
+	ret = 0;
+out:
+	teardown(d);
+	if (stats)
+		*stats = d->stats;
+	free(d);
+	return ret;
+}
