@@ -32,9 +32,10 @@
 struct target_rt {
 	const struct fx_target *cfg; /* NULL: the whole system */
 	const char *name;
-	struct fx_window *win; /* the open window */
-	bool cgroup;	       /* sampled by cgroup events */
-	uint64_t cg_id;	       /* attached cgroup, 0 = none */
+	struct fx_window *win;	/* the open window */
+	bool cgroup;		/* sampled by cgroup events */
+	uint64_t cg_id;		/* attached cgroup, 0 = none */
+	char cg_path[PATH_MAX]; /* where it was last found, "" = never */
 	bool said_missing;
 	struct fx_profile_kv *labels; /* global labels, then the target's */
 	size_t nlabels;
@@ -51,7 +52,7 @@ struct batch {
 	struct batch *next;
 	int64_t seq;
 	uint64_t start_mono, end_mono;
-	double start_wall_ms;
+	double start_wall_ms, end_wall_ms;
 	size_t njobs;
 	struct job jobs[];
 };
@@ -139,6 +140,7 @@ static void resolve_target(struct daemon *d, size_t i)
 		t->said_missing = true;
 		return;
 	}
+	snprintf(t->cg_path, sizeof(t->cg_path), "%s", rel);
 	if (id != t->cg_id) {
 		if (t->cg_id)
 			fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
@@ -162,6 +164,24 @@ static void resolve_targets(struct daemon *d)
 	for (size_t i = 0; i < d->nt; i++)
 		if (d->t[i].cgroup)
 			resolve_target(d, i);
+}
+
+/* Between rotations, once a second: a cgroup that went away or came back at
+ * its known path (a service restart) is picked up within a second, not at
+ * the next window. Only a stat per target: the search stays at rotation. */
+static void recheck_targets(struct daemon *d)
+{
+	for (size_t i = 0; i < d->nt; i++) {
+		struct target_rt *t = &d->t[i];
+		uint64_t id = 0;
+		int ret;
+
+		if (!t->cgroup || !t->cg_path[0])
+			continue;
+		ret = fx_cgroup_id(d->mount, t->cg_path, &id);
+		if ((ret == 0 && id != t->cg_id) || (ret < 0 && t->cg_id))
+			resolve_target(d, i);
+	}
 }
 
 static bool proc_matches(const struct fx_target *t, uint32_t pid, const struct fx_proc *proc)
@@ -227,14 +247,16 @@ static void publish(struct daemon *d, struct batch *b)
  * This is all the sampler thread spends on a window change. */
 static void rotate(struct daemon *d, uint64_t end)
 {
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC), took;
+	uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), took, cpu;
 	struct batch *b = calloc(1, sizeof(*b) + d->nt * sizeof(struct job));
 
 	if (b) {
 		b->seq = d->seq;
 		b->start_mono = d->win_start;
 		b->end_mono = end;
+		/* Integer nanoseconds to milliseconds once: a boundary stays exact. */
 		b->start_wall_ms = (double)((int64_t)d->win_start + d->wall_minus_mono) / 1e6;
+		b->end_wall_ms = (double)((int64_t)end + d->wall_minus_mono) / 1e6;
 		for (size_t i = 0; i < d->nt; i++) {
 			struct fx_window *fresh = window_new(d->cfg);
 			struct job *j = &b->jobs[b->njobs];
@@ -258,9 +280,13 @@ static void rotate(struct daemon *d, uint64_t end)
 	d->win_start = end;
 	d->win_end = end + (uint64_t)d->cfg->window.seconds * 1000000000ull;
 	took = now_ns(CLOCK_MONOTONIC) - t0;
+	cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 	d->stats.rotation_ns_sum += took;
+	d->stats.rotation_cpu_ns_sum += cpu;
 	if (took > d->stats.rotation_ns_max)
 		d->stats.rotation_ns_max = took;
+	if (cpu > d->stats.rotation_cpu_ns_max)
+		d->stats.rotation_cpu_ns_max = cpu;
 }
 
 static void before_sample(void *ctx, uint64_t time_ns)
@@ -304,6 +330,7 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 				.start_time_ms = b->start_wall_ms,
 				.start_ns = b->start_mono,
 				.end_ns = b->end_mono,
+				.end_time_ms = b->end_wall_ms,
 				.interval_ms = 1000.0 / d->cfg->sampling.frequency,
 				.product = "fxagent",
 				.host = d->host,
@@ -314,6 +341,7 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 				.samples = j->win->counters.samples,
 				.lost = j->win->counters.lost,
 				.truncated = j->win->counters.truncated,
+				.dropped = j->win->counters.dropped_stacks,
 			},
 			.seq = b->seq,
 			.marker_pid = (uint32_t)getpid(),
@@ -335,6 +363,24 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 	free(b);
 }
 
+/* A hash of /proc/modules: kernel symbols change only when modules do, and
+ * reading /proc/kallsyms costs tens of milliseconds of CPU. */
+static uint64_t modules_hash(void)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen("/proc/modules", "re");
+
+	if (!f)
+		return 0;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ (uint8_t)buf[i]) * 0x100000001b3ULL;
+	fclose(f);
+	return h;
+}
+
 static void *publisher(void *arg)
 {
 	struct daemon *d = arg;
@@ -343,9 +389,10 @@ static void *publisher(void *arg)
 						 d->cfg->symbolization.ndebug_dirs ? dirs : NULL,
 					 .no_demangle = !d->cfg->symbolization.demangle };
 	struct fx_symbolizer *sym = fx_symbolizer_new(&so);
+	struct fx_kallsyms *ks = NULL;
+	uint64_t ks_modules = 0;
 
 	for (;;) {
-		struct fx_kallsyms *ks = NULL;
 		struct batch *b;
 
 		pthread_mutex_lock(&d->mu);
@@ -360,13 +407,20 @@ static void *publisher(void *arg)
 		pthread_mutex_unlock(&d->mu);
 		if (!b)
 			break; /* quit, and nothing left */
-		/* Modules come and go: the kernel's symbols are read per window. */
-		if (d->cfg->sampling.kernel_stacks)
-			ks = fx_kallsyms_load("/proc/kallsyms");
+		if (d->cfg->sampling.kernel_stacks) {
+			uint64_t h = modules_hash();
+
+			/* Modules come and go: read the kernel's symbols again then. */
+			if (!ks || h != ks_modules) {
+				fx_kallsyms_free(ks);
+				ks = fx_kallsyms_load("/proc/kallsyms");
+				ks_modules = h;
+			}
+		}
 		if (sym)
 			write_batch(d, sym, ks, b);
-		fx_kallsyms_free(ks);
 	}
+	fx_kallsyms_free(ks);
 	fx_symbolizer_free(sym);
 	return NULL;
 }
@@ -480,7 +534,7 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle };
 	struct fx_recorder_sink sink;
 	struct daemon *d = calloc(1, sizeof(*d));
-	uint64_t wall, mono;
+	uint64_t wall, mono, last_check = 0;
 	int ret;
 
 	if (!d)
@@ -572,6 +626,10 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 
 		if (now >= d->win_end)
 			rotate(d, d->win_end);
+		if (d->cgroup_mode && now - last_check >= 1000000000ull) {
+			recheck_targets(d);
+			last_check = now;
+		}
 		left = (int64_t)(d->win_end - now_ns(CLOCK_MONOTONIC)) / 1000000;
 		ret = fx_sampler_poll(d->sampler,
 				      left < 0	   ? 0

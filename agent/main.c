@@ -63,24 +63,34 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: fxagent --once [OPTION]...\n"
-		   "Sample every CPU with perf_event_open and write a Firefox Profiler profile\n"
-		   "(gzip-compressed processed profile; open it at https://profiler.firefox.com).\n"
-		   "\n"
-		   "  --once               record once and write one profile, then exit\n"
-		   "  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
-		   "  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
-		   "  -o, --output=FILE    where to write the profile, - for stdout\n"
-		   "                       (default fxagent-HOST-TIME.json.gz)\n"
-		   "  -p, --pid=PID        only these processes (repeatable)\n"
-		   "      --no-kernel      leave out kernel frames\n"
-		   "      --include-idle   keep the samples of the idle task (pid 0)\n"
-		   "  -v, --verbose        log more\n"
-		   "  -h, --help           show this help and exit\n"
-		   "  -V, --version        show the version and exit\n"
-		   "\n"
-		   "Ctrl-C ends the recording early; the profile is still written.\n"
-		   "Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
+	fprintf(f,
+		"Usage: fxagent [--config FILE] [OPTION]...   run as an agent\n"
+		"       fxagent --once [OPTION]...            take one profile and exit\n"
+		"       fxagent --check-config [FILE]         validate a config and exit\n"
+		"Sample every CPU with perf_event_open and write Firefox Profiler profiles\n"
+		"(gzip-compressed processed profiles; open them at https://profiler.firefox.com).\n"
+		"As an agent, fxagent samples the whole system or the targets of its config and\n"
+		"writes one chunk per target per window to output.directory.\n"
+		"\n"
+		"  -c, --config=FILE    the YAML config (default " FX_CONFIG_DEFAULT_PATH "\n"
+		"                       if it exists); the flags below override its values\n"
+		"      --check-config[=FILE]  validate FILE (or the default) and exit 0 or 2\n"
+		"      --output-dir=DIR where the agent writes chunks (output.directory)\n"
+		"      --window=SECONDS window length, 1-3600 (window.seconds)\n"
+		"  --once               record once and write one profile, then exit\n"
+		"  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
+		"  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
+		"  -o, --output=FILE    where to write the profile, - for stdout\n"
+		"                       (default fxagent-HOST-TIME.json.gz)\n"
+		"  -p, --pid=PID        only these processes (repeatable)\n"
+		"      --no-kernel      leave out kernel frames\n"
+		"      --include-idle   keep the samples of the idle task (pid 0)\n"
+		"  -v, --verbose        log more\n"
+		"  -h, --help           show this help and exit\n"
+		"  -V, --version        show the version and exit\n"
+		"\n"
+		"Ctrl-C ends the recording early; the profile is still written.\n"
+		"Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
 }
 
 /* Parses "500ms", "10s", "2m", "1h" or a bare number of seconds. */
@@ -619,10 +629,14 @@ int main(int argc, char **argv)
 		ret = fx_daemon_run(&cfg, &stop_requested, &ds) < 0 ? 1 : 0;
 		/* The figures bench/daemon.py reads. */
 		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
-			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us",
+			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us, rotation cpu avg "
+			"%.1f us max %.1f us",
 			ds.windows, ds.chunks, ds.chunk_errors, ds.samples,
 			ds.windows ? (double)ds.rotation_ns_sum / (double)ds.windows / 1000.0 : 0,
-			(double)ds.rotation_ns_max / 1000.0);
+			(double)ds.rotation_ns_max / 1000.0,
+			ds.windows ? (double)ds.rotation_cpu_ns_sum / (double)ds.windows / 1000.0
+				   : 0,
+			(double)ds.rotation_cpu_ns_max / 1000.0);
 	}
 	fx_config_release(&cfg);
 	return ret;

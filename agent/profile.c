@@ -596,12 +596,16 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 		fx_json_key(j, "windowStart");
 		fx_json_double(j, m->start_time_ms);
 		fx_json_key(j, "windowEnd");
-		fx_json_double(j, m->start_time_ms + (m->end_ns > m->start_ns
-							      ? ns_to_ms(m->end_ns, m->start_ns)
-							      : 0));
+		fx_json_double(j, m->end_time_ms
+					  ? m->end_time_ms
+					  : m->start_time_ms +
+						    (m->end_ns > m->start_ns
+							     ? ns_to_ms(m->end_ns, m->start_ns)
+							     : 0));
 		key_int(j, "samples", (int64_t)m->samples);
 		key_int(j, "lost", (int64_t)m->lost);
 		key_int(j, "truncated", (int64_t)m->truncated);
+		key_int(j, "droppedStacks", (int64_t)m->dropped);
 		fx_json_key(j, "labels");
 		fx_json_object_begin(j);
 		for (size_t i = 0; i < m->nlabels; i++)

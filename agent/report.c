@@ -240,7 +240,9 @@ static int collect_threads(struct ctx *c, size_t *marker_thread)
 
 static void wallclock_text(double start_ms, double end_ms, char *out, size_t len)
 {
-	time_t a = (time_t)(start_ms / 1000), b = (time_t)(end_ms / 1000);
+	/* Rounded: a window that ends on a second boundary may be a hair short
+	 * of it in floating point. */
+	time_t a = (time_t)(start_ms / 1000 + 0.5), b = (time_t)(end_ms / 1000 + 0.5);
 	struct tm ta, tb;
 	char sa[32], sb[32];
 
@@ -293,7 +295,10 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 	ret = collect_threads(&c, &marker_thread);
 	if (ret < 0)
 		goto out;
-	wallclock_text(in->meta.start_time_ms, in->meta.start_time_ms + dur_ms, wall, sizeof(wall));
+	wallclock_text(in->meta.start_time_ms,
+		       in->meta.end_time_ms ? in->meta.end_time_ms
+					    : in->meta.start_time_ms + dur_ms,
+		       wall, sizeof(wall));
 	markers[nmarkers++] = (struct fx_profile_marker){
 		.type = FX_MARKER_RECORDING,
 		.start_ms = 0,

@@ -23,7 +23,8 @@ import tempfile
 import time
 
 ROT = re.compile(r"stats: windows (\d+), chunks (\d+), chunk errors (\d+), samples (\d+), "
-                 r"rotation avg ([\d.]+) us max ([\d.]+) us")
+                 r"rotation avg ([\d.]+) us max ([\d.]+) us, rotation cpu avg ([\d.]+) us "
+                 r"max ([\d.]+) us")
 
 
 def cgroup2_mount():
@@ -125,7 +126,9 @@ def main():
           f"{max(half):.1f} MB |")
     if m:
         print(f"| windows, chunks (errors) | {m.group(1)}, {m.group(2)} ({m.group(3)}) |")
-        print(f"| rotation pause avg / max | {m.group(5)} / {m.group(6)} us |")
+        print(f"| rotation pause, wall clock, avg / max | {m.group(5)} / {m.group(6)} us |")
+        print(f"| rotation pause, sampler thread CPU, avg / max | {m.group(7)} / "
+              f"{m.group(8)} us |")
     print(f"| chunk bytes per sample | {nbytes / max(1, nsamples):.1f} ({nbytes} bytes, "
           f"{nsamples} samples, {len(chunks)} chunks) |")
 

@@ -24,8 +24,12 @@ struct fx_daemon_stats {
 	uint64_t chunks;       /* chunks written */
 	uint64_t chunk_errors; /* chunks that could not be written */
 	uint64_t samples;
-	uint64_t rotation_ns_max; /* longest time the sampler thread spent rotating */
+	/* Time the sampler thread spent rotating windows: wall clock (preemption
+	 * included, on a busy machine) and the thread's own CPU time (the work). */
+	uint64_t rotation_ns_max;
 	uint64_t rotation_ns_sum;
+	uint64_t rotation_cpu_ns_max;
+	uint64_t rotation_cpu_ns_sum;
 };
 
 /* Runs until *@stop becomes non-zero (a signal handler sets it), then closes

@@ -72,6 +72,8 @@ struct fx_profile_meta {
 	double start_time_ms; /* Unix epoch milliseconds of start_ns */
 	uint64_t start_ns;    /* CLOCK_MONOTONIC time that is profile time 0 */
 	uint64_t end_ns;      /* CLOCK_MONOTONIC end of the recording */
+	double end_time_ms;   /* Unix epoch milliseconds of end_ns, exact (a window
+				 boundary); 0 = start_time_ms + the duration */
 	double interval_ms;   /* 1000 / frequency */
 	const char *product;  /* "fxagent" */
 	const char *host;     /* host name, may be NULL */
@@ -82,6 +84,7 @@ struct fx_profile_meta {
 	const struct fx_profile_kv *labels;
 	size_t nlabels;
 	uint64_t samples, lost, truncated;
+	uint64_t dropped; /* samples left out: their stack was over window.max_stacks */
 };
 
 struct fx_profile_input {
