@@ -205,9 +205,19 @@ def check_chunk(t, prof, target, seq, path):
         t.require(key in fx, f"{name}: meta.fxagent has no {key}: {fx}")
     t.check(fx["target"] == target, f"{name}: meta.fxagent.target {fx['target']!r}")
     t.check(fx["seq"] == seq, f"{name}: meta.fxagent.seq {fx['seq']}")
+    t.check(fx["host"] == os.uname().nodename,
+            f"{name}: meta.fxagent.host {fx['host']!r}, want {os.uname().nodename!r}")
     ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(math.floor(fx["windowStart"] / 1000)))
     t.check(CHUNK_RE.match(name)["ts"] == ts,
             f"{name}: the name's time is not windowStart {fx['windowStart']} ({ts})")
+    meta = prof.data["meta"]
+    t.check(abs(meta["startTime"] - fx["windowStart"]) <= EPS_MS,
+            f"{name}: meta.startTime {meta['startTime']} != windowStart {fx['windowStart']}")
+    span = fx["windowEnd"] - fx["windowStart"]
+    t.check(meta["profilingStartTime"] == 0 and
+            abs(meta["profilingEndTime"] - span) <= 0.01,
+            f"{name}: profiling range {meta['profilingStartTime']}..{meta['profilingEndTime']} "
+            f"is not the window's 0..{span}")
     rec = prof.recording()
     for k in ("samples", "lost", "truncated"):
         t.check(rec[k] == fx[k], f"{name}: FxRecording {k} {rec[k]} != meta.fxagent.{k} {fx[k]}")

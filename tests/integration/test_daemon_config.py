@@ -19,30 +19,7 @@ import signal
 import time
 
 import fxtest
-from fxdaemon import CHUNK_RE, CpuPoller, Daemon, EPS_MS
-
-def check_chunk(t, prof, target, seq, path):
-    """The chunk's name, meta.fxagent and FxRecording marker agree with each other
-    and with its samples. Returns meta.fxagent."""
-    name = os.path.basename(path)
-    fx = prof.data["meta"].get("fxagent")
-    t.require(isinstance(fx, dict), f"{name}: no meta.fxagent object")
-    for key in ("target", "host", "seq", "windowStart", "windowEnd", "samples", "lost",
-                "truncated", "labels"):
-        t.require(key in fx, f"{name}: meta.fxagent has no {key}: {fx}")
-    t.check(fx["target"] == target, f"{name}: meta.fxagent.target {fx['target']!r}")
-    t.check(fx["seq"] == seq, f"{name}: meta.fxagent.seq {fx['seq']}")
-    ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(math.floor(fx["windowStart"] / 1000)))
-    t.check(CHUNK_RE.match(name)["ts"] == ts,
-            f"{name}: the name's time is not windowStart {fx['windowStart']} ({ts})")
-    rec = prof.recording()
-    for k in ("samples", "lost", "truncated"):
-        t.check(rec[k] == fx[k], f"{name}: FxRecording {k} {rec[k]} != meta.fxagent.{k} {fx[k]}")
-    n = prof.weight(prof.threads)
-    t.check(n == fx["samples"], f"{name}: {n} samples in the threads, meta.fxagent.samples "
-            f"{fx['samples']}")
-    return fx
-
+from fxdaemon import CpuPoller, Daemon, EPS_MS, check_chunk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_CONFIG = os.path.normpath(os.path.join(HERE, "..", "..", "config", "fxagent.yaml"))

@@ -18,41 +18,10 @@ import os
 import time
 
 import fxtest
-from fxdaemon import CHUNK_RE, CpuPoller, Daemon, EPS_MS, HZ
+from fxdaemon import HZ, CpuPoller, Daemon, EPS_MS, check_chunk
 
 WINDOW = 2
 FULL = 3
-def check_chunk(t, prof, target, seq, path):
-    """The chunk's name, meta.fxagent and FxRecording marker agree with each other
-    and with its samples. Returns meta.fxagent."""
-    name = os.path.basename(path)
-    fx = prof.data["meta"].get("fxagent")
-    t.require(isinstance(fx, dict), f"{name}: no meta.fxagent object")
-    for key in ("target", "host", "seq", "windowStart", "windowEnd", "samples", "lost",
-                "truncated", "labels"):
-        t.require(key in fx, f"{name}: meta.fxagent has no {key}: {fx}")
-    t.check(fx["target"] == target, f"{name}: meta.fxagent.target {fx['target']!r}")
-    t.check(fx["seq"] == seq, f"{name}: meta.fxagent.seq {fx['seq']}")
-    t.check(fx["host"] == os.uname().nodename,
-            f"{name}: meta.fxagent.host {fx['host']!r}, want {os.uname().nodename!r}")
-    ts = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(math.floor(fx["windowStart"] / 1000)))
-    t.check(CHUNK_RE.match(name)["ts"] == ts,
-            f"{name}: the name's time is not windowStart {fx['windowStart']} ({ts})")
-    meta = prof.data["meta"]
-    t.check(abs(meta["startTime"] - fx["windowStart"]) <= EPS_MS,
-            f"{name}: meta.startTime {meta['startTime']} != windowStart {fx['windowStart']}")
-    span = fx["windowEnd"] - fx["windowStart"]
-    t.check(meta["profilingStartTime"] == 0 and
-            abs(meta["profilingEndTime"] - span) <= 0.01,
-            f"{name}: profiling range {meta['profilingStartTime']}..{meta['profilingEndTime']} "
-            f"is not the window's 0..{span}")
-    rec = prof.recording()
-    for k in ("samples", "lost", "truncated"):
-        t.check(rec[k] == fx[k], f"{name}: FxRecording {k} {rec[k]} != meta.fxagent.{k} {fx[k]}")
-    n = prof.weight(prof.threads)
-    t.check(n == fx["samples"], f"{name}: {n} samples in the threads, meta.fxagent.samples "
-            f"{fx['samples']}")
-    return fx
 
 
 def on_boundary(ms):
