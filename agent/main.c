@@ -32,6 +32,7 @@
 #define MAX_PIDS   1024
 
 struct options {
+	const struct fx_config *cfg; /* the loaded config, for what flags do not set */
 	bool once;
 	uint64_t duration_ms;
 	unsigned frequency;
@@ -503,7 +504,11 @@ static int record_once(const struct options *o)
 		fx_err("out of memory");
 		goto out;
 	}
-	symbolizer = fx_symbolizer_new(NULL);
+	symbolizer = fx_symbolizer_new(&(struct fx_symbolizer_opts){
+		.debug_dirs = o->cfg->symbolization.ndebug_dirs
+				      ? (const char *const *)o->cfg->symbolization.debug_dirs
+				      : NULL,
+		.no_demangle = !o->cfg->symbolization.demangle });
 	if (!symbolizer) {
 		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
 		goto out;
@@ -610,6 +615,7 @@ int main(int argc, char **argv)
 	if (o.verbose)
 		fx_log_set_level(FX_LOG_DEBUG);
 	/* What --once samples is what the config says, flags included. */
+	o.cfg = &cfg;
 	o.frequency = cfg.sampling.frequency;
 	o.kernel = cfg.sampling.kernel_stacks;
 	o.include_idle = cfg.sampling.include_idle;

@@ -543,6 +543,7 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"tooltipLabel\":\"Window {marker.data.seq}: {marker.data.wallclock}\","
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
 	"\"fields\":[{\"key\":\"wallclock\",\"label\":\"Wall clock\",\"format\":\"string\"},"
+	"{\"key\":\"target\",\"label\":\"Target\",\"format\":\"string\"},"
 	"{\"key\":\"seq\",\"label\":\"Window #\",\"format\":\"integer\"},"
 	"{\"key\":\"samples\",\"label\":\"Samples\",\"format\":\"integer\"},"
 	"{\"key\":\"lost\",\"label\":\"Lost samples\",\"format\":\"integer\"},"
@@ -891,6 +892,8 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 		} else {
 			key_string(j, "type", SCHEMA_RECORDING);
 			key_string(j, "wallclock", m->text ? m->text : "");
+			if (m->target)
+				key_string(j, "target", m->target);
 			key_int(j, "seq", m->seq);
 			key_int(j, "samples", m->count);
 			key_int(j, "lost", m->lost);

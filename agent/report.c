@@ -308,6 +308,7 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 		.seq = in->seq,
 		.lost = (int64_t)w->counters.lost,
 		.truncated = (int64_t)w->counters.truncated,
+		.target = in->meta.target,
 	};
 	for (size_t i = 0; i < in->nlost; i++) {
 		double t = in->lost[i].time_ns > in->meta.start_ns

@@ -54,13 +54,14 @@ enum fx_marker_type {
 
 struct fx_profile_marker {
 	enum fx_marker_type type;
-	double start_ms;   /* relative to meta start */
-	double end_ms;	   /* for intervals; ignored for instants */
-	const char *text;  /* FX_MARKER_RECORDING: wall-clock range text */
-	int64_t count;	   /* FX_MARKER_LOST: samples lost; RECORDING: samples taken */
-	int64_t seq;	   /* FX_MARKER_RECORDING: window sequence number */
-	int64_t lost;	   /* FX_MARKER_RECORDING: samples lost in the window */
-	int64_t truncated; /* FX_MARKER_RECORDING: samples whose stack was cut short */
+	double start_ms;    /* relative to meta start */
+	double end_ms;	    /* for intervals; ignored for instants */
+	const char *text;   /* FX_MARKER_RECORDING: wall-clock range text */
+	const char *target; /* FX_MARKER_RECORDING: the target's name, or NULL */
+	int64_t count;	    /* FX_MARKER_LOST: samples lost; RECORDING: samples taken */
+	int64_t seq;	    /* FX_MARKER_RECORDING: window sequence number */
+	int64_t lost;	    /* FX_MARKER_RECORDING: samples lost in the window */
+	int64_t truncated;  /* FX_MARKER_RECORDING: samples whose stack was cut short */
 };
 
 struct fx_profile_kv {
