@@ -9,7 +9,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 bash scripts/install-build-deps.sh
 apt-get install -y --no-install-recommends \
-	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format
+	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
+	openssl nginx
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
 fi

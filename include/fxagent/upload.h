@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* upload: sends chunks to the collector over HTTP(S) or file:// (libcurl).
+ *
+ * One easy handle is reused (connection reuse; HTTP/2 when offered). The body
+ * is the chunk's gzip bytes; headers: Content-Type: application/json,
+ * Content-Encoding: gzip, X-Fxagent-Host/-Target/-Window-Start/-Window-End/
+ * -Seq/-Chunk-Id, Authorization: Bearer <token> when a token file is set, and
+ * the user's headers. The token is never logged.
+ */
+#ifndef FXAGENT_UPLOAD_H
+#define FXAGENT_UPLOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/spool.h"
+
+struct fx_upload_opts {
+	const char *url;	       /* template: {host} {target} {start} {end} {seq} {id} */
+	bool put;		       /* PUT, else POST */
+	const char *const *headers;    /* "Name: value", NULL-terminated; may be NULL */
+	const char *bearer_token_file; /* may be NULL */
+	const char *ca_file, *cert_file, *key_file; /* may be NULL */
+	bool insecure_skip_verify;
+	unsigned connect_timeout_ms;
+	unsigned timeout_ms; /* whole request */
+};
+
+enum fx_upload_outcome {
+	FX_UPLOAD_OK,	  /* 2xx: the collector has it */
+	FX_UPLOAD_RETRY,  /* 5xx, 429, timeout, connection error: try again later */
+	FX_UPLOAD_REJECT, /* other 4xx (and 3xx): the collector refused the chunk */
+};
+
+struct fx_upload_result {
+	enum fx_upload_outcome outcome;
+	long status;		/* HTTP status, 0 when none */
+	int64_t retry_after_ms; /* from Retry-After on 429/503, else -1 */
+	char error[256];	/* what went wrong, for the log (never the token) */
+	char body[256];		/* the start of the response body, for rejections */
+};
+
+struct fx_uploader;
+
+/* @host names this machine in URLs and headers. Reads the token file now
+ * (fx_upload_reload() reads it again). Returns 0 or -errno (logged). */
+int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx_uploader **out);
+void fx_upload_free(struct fx_uploader *u);
+int fx_upload_reload(struct fx_uploader *u);
+
+/* Sends the chunk file @path. Fills @res; returns 0 when it could try (out
+ * of memory included: a RETRY), -errno only when the chunk cannot be read,
+ * so the caller may drop it. Thread-safe only per uploader. */
+int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, const char *path,
+		   struct fx_upload_result *res);
+
+/* Expands a URL template; placeholder values are URL-escaped; "{{" is a
+ * literal "{". {start} and {end} are UTC ISO 8601 basic (20261121T031000Z).
+ * Returns a malloc'ed string or NULL (ENOMEM, or EINVAL for an unknown or
+ * unclosed placeholder). */
+char *fx_upload_expand_url(const char *tmpl, const struct fx_chunk_info *info, const char *host);
+
+/* The next wait before retrying: initial doubling up to max, with full
+ * jitter in [d/2, d]; @attempt counts from 0; @retry_after_ms (>= 0) is a
+ * floor the server asked for. */
+uint64_t fx_upload_backoff_ms(unsigned attempt, uint64_t initial_ms, uint64_t max_ms,
+			      int64_t retry_after_ms, uint64_t random);
+
+#endif
