@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -30,6 +31,10 @@
 #define PROCESS_NAME_MAX 255
 #define PID_MAX		 4194304 /* the kernel's PID_MAX_LIMIT */
 #define SHOW_MAX	 48	 /* bytes of a value quoted in a message */
+#define URL_MAX		 2048
+#define HEADER_NAME_MAX	 64
+/* A header line ("Name: value") must fit the uploader's 512-byte buffer. */
+#define HEADER_VALUE_MAX 256
 #define PATH_BUF	 320
 /* The largest valid config (256 targets with 32 labels each) has about 20000
  * nodes; the cap keeps the tree of a 1 MiB file of "[1,1,1,..." small. */
@@ -742,6 +747,313 @@ static int get_labels(struct ctx *x, const struct node *n, const char *path,
 	return 0;
 }
 
+/* ---- upload and spool values ------------------------------------------- */
+
+struct unit {
+	const char *name;
+	uint64_t mul;
+};
+
+/* Largest first: printing picks the first unit that divides the value. */
+static const struct unit duration_units[] = {
+	{ "d", 86400000 }, { "h", 3600000 }, { "m", 60000 }, { "s", 1000 }, { "ms", 1 },
+};
+/* Only the binary units: "MB" means 10^6 to some and 2^20 to others, so it
+ * is refused rather than guessed. */
+static const struct unit size_units[] = {
+	{ "TiB", 1ull << 40 },
+	{ "GiB", 1ull << 30 },
+	{ "MiB", 1ull << 20 },
+	{ "KiB", 1ull << 10 },
+};
+
+#define NUNITS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Digits and one of @units right after them ("10s", "256MiB"), or digits
+ * alone counting as @bare each when the scalar is plain (a quoted "10" is a
+ * mistake, as for every other number). Overflow fails: such a value is out of
+ * every range anyway. */
+static bool parse_with_unit(const struct node *n, const struct unit *units, size_t nunits,
+			    uint64_t bare, uint64_t *out)
+{
+	uint64_t v, mul = bare;
+	size_t d = 0, i;
+
+	if (n->type != N_SCALAR || is_null(n))
+		return false;
+	while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9')
+		d++;
+	if (!parse_u64(n->str, d, &v))
+		return false;
+	if (d == n->len && !n->plain)
+		return false;
+	if (d < n->len) {
+		for (i = 0; i < nunits; i++)
+			if (n->len - d == strlen(units[i].name) &&
+			    !memcmp(n->str + d, units[i].name, n->len - d))
+				break;
+		if (i == nunits)
+			return false;
+		mul = units[i].mul;
+	}
+	if (v > UINT64_MAX / mul)
+		return false;
+	*out = v * mul;
+	return true;
+}
+
+/* @v in the largest unit that divides it ("10m", "1TiB"); bytes without a unit. */
+static const char *fmt_unit(uint64_t v, const struct unit *units, size_t nunits, char *buf,
+			    size_t size)
+{
+	size_t i;
+
+	for (i = 0; v && i < nunits; i++) {
+		if (v % units[i].mul == 0) {
+			snprintf(buf, size, "%llu%s", (unsigned long long)(v / units[i].mul),
+				 units[i].name);
+			return buf;
+		}
+	}
+	snprintf(buf, size, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+static const char *fmt_duration(uint64_t ms, char *buf, size_t size)
+{
+	return fmt_unit(ms, duration_units, NUNITS(duration_units), buf, size);
+}
+
+/* A duration in milliseconds from @min to @max and a multiple of @step. A
+ * @min of 0 is "no limit" (spool.max_age). */
+static int get_duration(struct ctx *x, const struct node *n, const char *path, uint64_t min,
+			uint64_t max, uint64_t step, uint64_t *out)
+{
+	char what[256], lo[32], hi[32];
+	uint64_t v;
+	int r;
+
+	r = check_node(x, n, path);
+	if (r)
+		return r;
+	if (parse_with_unit(n, duration_units, NUNITS(duration_units), 1000, &v) && v >= min &&
+	    v <= max && v % step == 0) {
+		*out = v;
+		return 0;
+	}
+	snprintf(what, sizeof(what),
+		 "a duration from %s to %s%s (a whole number of seconds, or with ms, s, m, h or d)",
+		 min ? fmt_duration(min, lo, sizeof(lo)) : "0 (no limit)",
+		 fmt_duration(max, hi, sizeof(hi)), step == 1000 ? " in whole seconds" : "");
+	return expected(x, n, path, what);
+}
+
+/* A size in bytes from @min to @max. */
+static int get_size(struct ctx *x, const struct node *n, const char *path, uint64_t min,
+		    uint64_t max, uint64_t *out)
+{
+	char what[256], lo[32], hi[32];
+	uint64_t v;
+	int r;
+
+	r = check_node(x, n, path);
+	if (r)
+		return r;
+	if (parse_with_unit(n, size_units, NUNITS(size_units), 1, &v) && v >= min && v <= max) {
+		*out = v;
+		return 0;
+	}
+	snprintf(what, sizeof(what),
+		 "a size from %s to %s (a whole number of bytes, or with KiB, MiB, GiB or TiB)",
+		 fmt_unit(min, size_units, NUNITS(size_units), lo, sizeof(lo)),
+		 fmt_unit(max, size_units, NUNITS(size_units), hi, sizeof(hi)));
+	return expected(x, n, path, what);
+}
+
+/* Two durations in the wrong order: @n, at @path, should be at least (or at
+ * most) the other one, @other_ms. */
+static int duration_order(struct ctx *x, const struct node *n, const char *path, bool at_least,
+			  const char *other, uint64_t other_ms)
+{
+	char buf[SHOW_MAX * 4 + 16], val[32];
+
+	return fail(x, n, path, "expected a duration of at %s %s (%s), got %s",
+		    at_least ? "least" : "most", other, fmt_duration(other_ms, val, sizeof(val)),
+		    describe(n, false, buf, sizeof(buf)));
+}
+
+/* An absolute path whose default is none: null (or nothing) keeps it none. */
+static int get_opt_path(struct ctx *x, const struct node *n, const char *path, char **out)
+{
+	int r;
+
+	r = check_node(x, n, path);
+	if (r)
+		return r;
+	if (is_null(n)) {
+		free(*out);
+		*out = NULL;
+		return 0;
+	}
+	return get_abs_path(x, n, path, "an absolute path", false, out);
+}
+
+/* The upload URL template, checked as far as it can be without libcurl: a
+ * scheme the uploader speaks, a host for http(s), and only the placeholders
+ * fx_upload_expand_url() knows ("{{" is a literal "{"). Null means no upload. */
+static int get_url(struct ctx *x, const struct node *n, const char *path, char **out)
+{
+	static const char *const schemes[] = { "http://", "https://", "file://" };
+	static const char *const names[] = { "host", "target", "start", "end", "seq", "id" };
+	const char *what = "a URL starting with http://, https:// or file://";
+	const char *ph = "placeholders among {host} {target} {start} {end} {seq} {id} (\"{{\" for "
+			 "a literal \"{\")";
+	char buf[SHOW_MAX * 4 + 16], w[96];
+	const char *s, *p, *end;
+	size_t len, i, sl = 0;
+	char *d;
+	int r;
+
+	r = check_node(x, n, path);
+	if (r)
+		return r;
+	if (is_null(n)) {
+		free(*out);
+		*out = NULL;
+		return 0;
+	}
+	r = get_text(x, n, path, what, &s, &len);
+	if (r)
+		return r;
+	snprintf(w, sizeof(w), "a URL of at most %d bytes without spaces (a space is %%20)",
+		 URL_MAX);
+	if (len > URL_MAX || memchr(s, ' ', len))
+		return expected_str(x, n, path, w);
+	for (i = 0; i < NUNITS(schemes); i++) {
+		sl = strlen(schemes[i]);
+		if (len > sl && !strncasecmp(s, schemes[i], sl))
+			break;
+	}
+	/* http(s) (the first two) needs a host; file:///path has an empty one. */
+	if (i == NUNITS(schemes) || (i < 2 && strchr("/?#", s[sl])))
+		return expected_str(x, n, path, what);
+	for (p = s; p < s + len; p++) {
+		if (*p != '{')
+			continue;
+		if (p + 1 < s + len && p[1] == '{') {
+			p++;
+			continue;
+		}
+		end = memchr(p, '}', (size_t)(s + len - p));
+		if (!end)
+			return fail(x, n, path, "expected %s, got %s with no closing \"}\"", ph,
+				    show(p, (size_t)(s + len - p), true, buf, sizeof(buf)));
+		for (i = 0; i < NUNITS(names); i++)
+			if ((size_t)(end - p - 1) == strlen(names[i]) &&
+			    !memcmp(p + 1, names[i], strlen(names[i])))
+				break;
+		if (i == NUNITS(names))
+			return fail(x, n, path, "expected %s, got %s", ph,
+				    show(p, (size_t)(end + 1 - p), true, buf, sizeof(buf)));
+		p = end;
+	}
+	d = dup_mem(s, len);
+	if (!d)
+		return nomem(x);
+	free(*out);
+	*out = d;
+	return 0;
+}
+
+static bool is_header_name(const char *s, size_t len)
+{
+	size_t i;
+
+	if (!len || len > HEADER_NAME_MAX)
+		return false;
+	for (i = 0; i < len; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+		      (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* Extra request headers: a map of names to values. Names ignore case (as in
+ * HTTP), so "x-team" and "X-Team" are one header. */
+static int get_headers(struct ctx *x, const struct node *n, const char *path)
+{
+	/* The uploader sets these itself. Authorization comes from
+	 * bearer_token_file, which keeps the token out of a file many can read. */
+	static const char *const ours[] = { "Authorization",	 "Content-Type",
+					    "Content-Encoding",	 "Content-Length",
+					    "Transfer-Encoding", "Expect" };
+	char buf[SHOW_MAX * 4 + 16], sub[PATH_BUF], what[128];
+	struct fx_label *h = x->c->upload.headers;
+	size_t i, j, vlen, sp;
+	const char *v;
+	int r;
+
+	r = check_node(x, n, path);
+	if (r || is_null(n))
+		return r;
+	if (n->type != N_MAP)
+		return expected(x, n, path, "a mapping of header names to values");
+	snprintf(what, sizeof(what),
+		 "a header value of 1 to %d printable ASCII characters (not only spaces)",
+		 HEADER_VALUE_MAX);
+	for (i = 0; i + 1 < n->nkid; i += 2) {
+		const struct node *key = n->kid[i], *val = n->kid[i + 1];
+		bool forbidden, auth;
+
+		r = check_node(x, key, path);
+		if (r)
+			return r;
+		if (key->type != N_SCALAR || !is_header_name(key->str, key->len))
+			return fail(x, key, path,
+				    "expected a header name of 1 to %d characters from A-Z a-z 0-9 "
+				    "-, got %s",
+				    HEADER_NAME_MAX, describe(key, true, buf, sizeof(buf)));
+		child_path(sub, path, key->str);
+		for (j = 0; j < i; j += 2)
+			if (n->kid[j]->len == key->len &&
+			    !strncasecmp(n->kid[j]->str, key->str, key->len))
+				return fail(x, key, sub,
+					    "duplicate key (first at line %zu, column %zu; header "
+					    "names ignore case)",
+					    n->kid[j]->line, n->kid[j]->col);
+		forbidden = key->len >= 10 && !strncasecmp(key->str, "X-Fxagent-", 10);
+		auth = key->len == 13 && !strncasecmp(key->str, "Authorization", 13);
+		for (j = 0; j < NUNITS(ours); j++)
+			if (key->len == strlen(ours[j]) &&
+			    !strncasecmp(key->str, ours[j], key->len))
+				forbidden = true;
+		if (forbidden)
+			return fail(x, key, sub,
+				    "expected a header fxagent does not set itself (Authorization, "
+				    "Content-Type, Content-Encoding, Content-Length, "
+				    "Transfer-Encoding, Expect, X-Fxagent-*), got %s%s",
+				    show(key->str, key->len, true, buf, sizeof(buf)),
+				    auth ? " (the token goes in upload.bearer_token_file)" : "");
+		if (x->c->upload.nheaders == FX_CONFIG_MAX_LABELS)
+			return fail(x, key, sub, "expected at most %d headers, got more",
+				    FX_CONFIG_MAX_LABELS);
+		r = get_text(x, val, sub, what, &v, &vlen);
+		if (r)
+			return r;
+		for (j = 0, sp = 0; j < vlen; j++) {
+			if ((unsigned char)v[j] > 0x7e)
+				return expected_str(x, val, sub, what);
+			sp += v[j] == ' ';
+		}
+		if (!vlen || vlen > HEADER_VALUE_MAX || sp == vlen)
+			return expected_str(x, val, sub, what);
+		r = set_label(x, h, &x->c->upload.nheaders, key->str, key->len, v, vlen);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
 /* ---- sections ---------------------------------------------------------- */
 
 static int get_sampling(struct ctx *x, const struct node *n)
@@ -1038,16 +1350,131 @@ static int get_log(struct ctx *x, const struct node *n)
 	return r;
 }
 
+static int get_retry(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "initial_backoff", "max_backoff" };
+	const struct node *v[2], *k[2];
+	int r;
+
+	r = get_map(x, n, "upload.retry", "a mapping", keys, 2, v, k);
+	if (!r && v[0])
+		r = get_duration(x, v[0], "upload.retry.initial_backoff", 100, 3600000, 1,
+				 &x->c->upload.initial_backoff_ms);
+	if (!r && v[1])
+		r = get_duration(x, v[1], "upload.retry.max_backoff", 100, 24 * 3600000, 1,
+				 &x->c->upload.max_backoff_ms);
+	/* Blame the key the file set; with both set, the maximum. */
+	if (!r && x->c->upload.max_backoff_ms < x->c->upload.initial_backoff_ms)
+		r = v[1] ? duration_order(x, v[1], "upload.retry.max_backoff", true,
+					  "initial_backoff", x->c->upload.initial_backoff_ms)
+			 : duration_order(x, v[0], "upload.retry.initial_backoff", false,
+					  "max_backoff", x->c->upload.max_backoff_ms);
+	return r;
+}
+
+static int get_upload(struct ctx *x, const struct node *n)
+{
+	enum { URL, METHOD, HEADERS, TOKEN, CA, CERT, KEY, INSECURE, CONNECT, TIMEOUT, RETRY, NK };
+	static const char *const keys[] = { "url",
+					    "method",
+					    "headers",
+					    "bearer_token_file",
+					    "ca_file",
+					    "cert_file",
+					    "key_file",
+					    "insecure_skip_verify",
+					    "connect_timeout",
+					    "timeout",
+					    "retry" };
+	static const char *const methods[] = { "POST", "PUT" };
+	struct fx_config *c = x->c;
+	char **files[] = { &c->upload.bearer_token_file, &c->upload.ca_file, &c->upload.cert_file,
+			   &c->upload.key_file };
+	const struct node *v[NK], *k[NK];
+	char sub[PATH_BUF];
+	size_t idx = 0, i;
+	uint64_t u;
+	int r;
+
+	r = get_map(x, n, "upload", "a mapping", keys, NK, v, k);
+	if (!r && v[URL])
+		r = get_url(x, v[URL], "upload.url", &c->upload.url);
+	if (!r && v[METHOD]) {
+		r = get_enum(x, v[METHOD], "upload.method", "POST or PUT", methods, 2, &idx);
+		if (!r)
+			c->upload.put = idx == 1;
+	}
+	if (!r && v[HEADERS])
+		r = get_headers(x, v[HEADERS], "upload.headers");
+	for (i = TOKEN; i <= KEY && !r; i++) {
+		if (!v[i])
+			continue;
+		child_path(sub, "upload", keys[i]);
+		r = get_opt_path(x, v[i], sub, files[i - TOKEN]);
+	}
+	/* Either one alone is a half-configured client certificate. */
+	if (!r && !c->upload.cert_file != !c->upload.key_file)
+		r = fail(x, c->upload.cert_file ? k[CERT] : k[KEY], "upload",
+			 "expected both cert_file and key_file, got only %s",
+			 c->upload.cert_file ? "cert_file" : "key_file");
+	if (!r && v[INSECURE])
+		r = get_bool(x, v[INSECURE], "upload.insecure_skip_verify",
+			     &c->upload.insecure_skip_verify);
+	if (!r && v[CONNECT]) {
+		r = get_duration(x, v[CONNECT], "upload.connect_timeout", 100, 600000, 1, &u);
+		if (!r)
+			c->upload.connect_timeout_ms = (unsigned)u;
+	}
+	if (!r && v[TIMEOUT]) {
+		r = get_duration(x, v[TIMEOUT], "upload.timeout", 1000, 3600000, 1, &u);
+		if (!r)
+			c->upload.timeout_ms = (unsigned)u;
+	}
+	/* The whole request includes its connect. */
+	if (!r && c->upload.timeout_ms < c->upload.connect_timeout_ms)
+		r = v[TIMEOUT] ? duration_order(x, v[TIMEOUT], "upload.timeout", true,
+						"connect_timeout", c->upload.connect_timeout_ms)
+			       : duration_order(x, v[CONNECT], "upload.connect_timeout", false,
+						"timeout", c->upload.timeout_ms);
+	if (!r && v[RETRY])
+		r = get_retry(x, v[RETRY]);
+	return r;
+}
+
+static int get_spool(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "directory", "max_bytes", "max_age" };
+	const struct node *v[3], *k[3];
+	uint64_t u;
+	int r;
+
+	r = get_map(x, n, "spool", "a mapping", keys, 3, v, k);
+	if (!r && v[0])
+		r = get_abs_path(x, v[0], "spool.directory", "an absolute path", false,
+				 &x->c->spool.directory);
+	if (!r && v[1])
+		r = get_size(x, v[1], "spool.max_bytes", 1ull << 20, 1ull << 40,
+			     &x->c->spool.max_bytes);
+	if (!r && v[2]) {
+		/* Stored in seconds: a fraction of one would be lost. */
+		r = get_duration(x, v[2], "spool.max_age", 0, 365ull * 86400000, 1000, &u);
+		if (!r)
+			x->c->spool.max_age_s = u / 1000;
+	}
+	return r;
+}
+
 static int get_config(struct ctx *x, const struct node *root)
 {
-	static const char *const keys[] = { "sampling", "window",	 "targets", "labels",
-					    "output",	"symbolization", "log" };
-	const struct node *v[7], *k[7];
+	static const char *const keys[] = { "sampling", "window", "targets",
+					    "labels",	"output", "symbolization",
+					    "log",	"upload", "spool" };
+	const struct node *v[9], *k[9];
 	int r;
 
 	if (!root)
 		return 0;
-	r = get_map(x, root, "", "a mapping of sections (sampling, window, ...)", keys, 7, v, k);
+	r = get_map(x, root, "", "a mapping of sections (sampling, window, ...)", keys, 9, v, k);
 	if (!r && v[0])
 		r = get_sampling(x, v[0]);
 	if (!r && v[1])
@@ -1062,6 +1489,10 @@ static int get_config(struct ctx *x, const struct node *root)
 		r = get_symbolization(x, v[5]);
 	if (!r && v[6])
 		r = get_log(x, v[6]);
+	if (!r && v[7])
+		r = get_upload(x, v[7]);
+	if (!r && v[8])
+		r = get_spool(x, v[8]);
 	return r;
 }
 
@@ -1081,6 +1512,12 @@ int fx_config_defaults(struct fx_config *c)
 	c->window.max_stacks = 200000;
 	c->symbolization.demangle = true;
 	c->log.level = FX_LOG_NOTICE;
+	c->upload.connect_timeout_ms = 10000;
+	c->upload.timeout_ms = 60000;
+	c->upload.initial_backoff_ms = 1000;
+	c->upload.max_backoff_ms = 300000;
+	c->spool.max_bytes = 256ull << 20;
+	c->spool.max_age_s = 7 * 86400;
 
 	if (gethostname(host, sizeof(host)) || !host[0])
 		snprintf(host, sizeof(host), "localhost");
@@ -1091,8 +1528,9 @@ int fx_config_defaults(struct fx_config *c)
 	c->output.directory = strdup("/var/lib/fxagent/chunks");
 	c->symbolization.debug_dirs[0] = strdup("/usr/lib/debug");
 	c->symbolization.ndebug_dirs = 1;
+	c->spool.directory = strdup("/var/lib/fxagent/spool");
 	if (!c->labels[0].key || !c->labels[0].value || !c->output.directory ||
-	    !c->symbolization.debug_dirs[0]) {
+	    !c->symbolization.debug_dirs[0] || !c->spool.directory) {
 		fx_config_release(c);
 		return -ENOMEM;
 	}
@@ -1210,6 +1648,16 @@ void fx_config_release(struct fx_config *c)
 	free(c->output.directory);
 	for (i = 0; i < c->symbolization.ndebug_dirs; i++)
 		free(c->symbolization.debug_dirs[i]);
+	free(c->upload.url);
+	for (i = 0; i < c->upload.nheaders; i++) {
+		free(c->upload.headers[i].key);
+		free(c->upload.headers[i].value);
+	}
+	free(c->upload.bearer_token_file);
+	free(c->upload.ca_file);
+	free(c->upload.cert_file);
+	free(c->upload.key_file);
+	free(c->spool.directory);
 	memset(c, 0, sizeof(*c));
 }
 

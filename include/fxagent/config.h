@@ -72,6 +72,24 @@ struct fx_config {
 		int level; /* enum fx_log_level; "error" "warning" "notice" "info"
 			      "debug"; default notice */
 	} log;
+	struct {
+		char *url; /* NULL (default): chunks stay in output.directory */
+		bool put;  /* method: POST (default) | PUT */
+		struct fx_label headers[FX_CONFIG_MAX_LABELS]; /* extra request headers */
+		size_t nheaders;
+		char *bearer_token_file;	      /* NULL = none */
+		char *ca_file, *cert_file, *key_file; /* NULL = none */
+		bool insecure_skip_verify;	      /* default false */
+		unsigned connect_timeout_ms;	      /* connect_timeout, default 10 s */
+		unsigned timeout_ms;		      /* timeout, whole request, default 60 s */
+		uint64_t initial_backoff_ms;	      /* retry.initial_backoff, default 1 s */
+		uint64_t max_backoff_ms;	      /* retry.max_backoff, default 5 min */
+	} upload;
+	struct {
+		char *directory;    /* default "/var/lib/fxagent/spool" */
+		uint64_t max_bytes; /* default 256 MiB */
+		uint64_t max_age_s; /* default 7 days; 0 = no limit */
+	} spool;
 };
 
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */

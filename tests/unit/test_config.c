@@ -53,6 +53,14 @@ static void assert_labels_equal(const struct fx_label *a, size_t na, const struc
 	}
 }
 
+static void assert_str_or_null(const char *a, const char *b)
+{
+	if (!a || !b)
+		assert_ptr_equal(a, b);
+	else
+		assert_string_equal(a, b);
+}
+
 static void assert_config_equal(const struct fx_config *a, const struct fx_config *b)
 {
 	size_t i;
@@ -82,6 +90,22 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 		assert_string_equal(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]);
 	assert_int_equal(a->symbolization.demangle, b->symbolization.demangle);
 	assert_int_equal(a->log.level, b->log.level);
+	assert_str_or_null(a->upload.url, b->upload.url);
+	assert_int_equal(a->upload.put, b->upload.put);
+	assert_labels_equal(a->upload.headers, a->upload.nheaders, b->upload.headers,
+			    b->upload.nheaders);
+	assert_str_or_null(a->upload.bearer_token_file, b->upload.bearer_token_file);
+	assert_str_or_null(a->upload.ca_file, b->upload.ca_file);
+	assert_str_or_null(a->upload.cert_file, b->upload.cert_file);
+	assert_str_or_null(a->upload.key_file, b->upload.key_file);
+	assert_int_equal(a->upload.insecure_skip_verify, b->upload.insecure_skip_verify);
+	assert_int_equal(a->upload.connect_timeout_ms, b->upload.connect_timeout_ms);
+	assert_int_equal(a->upload.timeout_ms, b->upload.timeout_ms);
+	assert_int_equal(a->upload.initial_backoff_ms, b->upload.initial_backoff_ms);
+	assert_int_equal(a->upload.max_backoff_ms, b->upload.max_backoff_ms);
+	assert_string_equal(a->spool.directory, b->spool.directory);
+	assert_int_equal(a->spool.max_bytes, b->spool.max_bytes);
+	assert_int_equal(a->spool.max_age_s, b->spool.max_age_s);
 }
 
 static void check_defaults(const struct fx_config *c)
@@ -143,6 +167,71 @@ static void check_full(const struct fx_config *c)
 	assert_string_equal(c->symbolization.debug_dirs[1], "/opt/debug");
 	assert_false(c->symbolization.demangle);
 	assert_int_equal(c->log.level, FX_LOG_DEBUG);
+
+	/* The template is kept as written: the uploader expands it per chunk. */
+	assert_string_equal(c->upload.url,
+			    "HTTPS://collector.example:8443/v1/{host}/{target}/{start}-{end}-{seq}-"
+			    "{id}?a={{b}");
+	assert_true(c->upload.put);
+	assert_int_equal(c->upload.nheaders, 2);
+	assert_string_equal(c->upload.headers[0].key, "X-Team");
+	assert_string_equal(c->upload.headers[0].value, "perf");
+	assert_string_equal(c->upload.headers[1].key, "x-scope-orgid");
+	assert_string_equal(c->upload.headers[1].value, "tenant 1");
+	assert_string_equal(c->upload.bearer_token_file, "/etc/fxagent/token");
+	assert_string_equal(c->upload.ca_file, "/etc/fxagent/ca.pem");
+	assert_string_equal(c->upload.cert_file, "/etc/fxagent/client.pem");
+	assert_string_equal(c->upload.key_file, "/etc/fxagent/client.key");
+	assert_true(c->upload.insecure_skip_verify);
+	assert_int_equal(c->upload.connect_timeout_ms, 500);
+	/* A plain number is seconds. */
+	assert_int_equal(c->upload.timeout_ms, 2000);
+	assert_int_equal(c->upload.initial_backoff_ms, 250);
+	assert_int_equal(c->upload.max_backoff_ms, 3600000);
+	assert_string_equal(c->spool.directory, "/srv/fxagent/spool");
+	assert_int_equal(c->spool.max_bytes, 3ull << 30);
+	assert_int_equal(c->spool.max_age_s, 36 * 3600);
+}
+
+static void check_low_edges(const struct fx_config *c)
+{
+	assert_int_equal(c->upload.connect_timeout_ms, 100);
+	assert_int_equal(c->upload.timeout_ms, 1000);
+	assert_int_equal(c->upload.initial_backoff_ms, 100);
+	assert_int_equal(c->upload.max_backoff_ms, 100);
+	assert_int_equal(c->spool.max_bytes, 1 << 20);
+	assert_int_equal(c->spool.max_age_s, 0);
+}
+
+static void check_high_edges(const struct fx_config *c)
+{
+	assert_int_equal(c->upload.connect_timeout_ms, 600000);
+	assert_int_equal(c->upload.timeout_ms, 3600000);
+	assert_int_equal(c->upload.initial_backoff_ms, 3600000);
+	assert_int_equal(c->upload.max_backoff_ms, 86400000);
+	assert_int_equal(c->spool.max_bytes, 1ull << 40);
+	assert_int_equal(c->spool.max_age_s, 365 * 86400);
+}
+
+static void check_units_mixed(const struct fx_config *c)
+{
+	assert_int_equal(c->upload.connect_timeout_ms, 90000);
+	assert_int_equal(c->upload.timeout_ms, 120000);
+	assert_int_equal(c->upload.initial_backoff_ms, 1500);
+	assert_int_equal(c->upload.max_backoff_ms, 86400000);
+	assert_int_equal(c->spool.max_bytes, 2 << 20);
+	assert_int_equal(c->spool.max_age_s, 2);
+}
+
+static void check_file_url(const struct fx_config *c)
+{
+	assert_string_equal(c->upload.url, "file:///srv/collector/{target}/{id}.json.gz");
+	assert_false(c->upload.put);
+	assert_int_equal(c->upload.nheaders, 0);
+	assert_null(c->upload.bearer_token_file);
+	assert_null(c->upload.ca_file);
+	assert_null(c->upload.cert_file);
+	assert_null(c->upload.key_file);
 }
 
 static void check_window_5(const struct fx_config *c)
@@ -251,6 +340,16 @@ static char *gen_17_debug_dirs(void)
 	return repeat("symbolization:\n  debug_dirs:\n", "    - /d#/x#\n", 17, "");
 }
 
+static char *gen_33_headers(void)
+{
+	return repeat("upload:\n  headers:\n", "    H#: v\n", 33, "");
+}
+
+static char *gen_long_header(void)
+{
+	return repeat("upload:\n  headers:\n    X-Long: ", "a", 257, "\n");
+}
+
 static char *gen_deep(void)
 {
 	return repeat("a: ", "[", 70, "");
@@ -285,8 +384,9 @@ static const struct tcase cases[] = {
 	{ "an empty document gives the defaults", "---\n...\n", 0, NULL, NULL, 0, NULL,
 	  check_defaults },
 	{ "sections with every key commented out count as absent",
-	  "sampling:\nwindow: ~\ntargets:\nlabels:\nsymbolization:\n  debug_dirs:\n", 0, NULL, NULL,
-	  0, NULL, check_defaults },
+	  "sampling:\nwindow: ~\ntargets:\nlabels:\nsymbolization:\n  debug_dirs:\nupload:\n  "
+	  "retry:\nspool:\n",
+	  0, NULL, NULL, 0, NULL, check_defaults },
 	{ "the shipped config/fxagent.yaml gives the defaults", NULL, 0, NULL, SHIPPED, 0, NULL,
 	  check_defaults },
 	{ "a file setting every key", NULL, 0, NULL, CFG_DATA "full.yaml", 0, NULL, check_full },
@@ -344,7 +444,7 @@ static const struct tcase cases[] = {
 	{ "billion laughs: refused at the first alias looked at", NULL, 0, gen_billion_laughs, NULL,
 	  -EINVAL,
 	  ":1:1: a: unknown key, expected one of sampling, window, targets, labels, output, "
-	  "symbolization, log",
+	  "symbolization, log, upload, spool",
 	  NULL },
 	{ "an alias of a whole target",
 	  "targets:\n  - &t {name: a, pid: 1, labels: {k: v}}\n  - *t\n", 0, NULL, NULL, -EINVAL,
@@ -368,7 +468,7 @@ static const struct tcase cases[] = {
 	  NULL },
 	{ "unknown top-level key", "sampling: {}\nsampler: {}\n", 0, NULL, NULL, -EINVAL,
 	  ":2:1: sampler: unknown key, expected one of sampling, window, targets, labels, output, "
-	  "symbolization, log",
+	  "symbolization, log, upload, spool",
 	  NULL },
 	{ "unknown key in a section", "sampling:\n  freq: 99\n", 0, NULL, NULL, -EINVAL,
 	  ":2:3: sampling.freq: unknown key, expected one of frequency, unwind, stack_bytes, "
@@ -534,6 +634,247 @@ static const struct tcase cases[] = {
 	  ":2:29: targets[0].systemd_unit: expected a systemd unit name such as nginx.service, got "
 	  "\"ng inx\"",
 	  NULL },
+
+	/* Upload and spool: valid values. */
+	{ "upload and spool at the low ends of their ranges",
+	  "upload:\n  connect_timeout: 100ms\n  timeout: 1s\n"
+	  "  retry: {initial_backoff: 100ms, max_backoff: 100ms}\n"
+	  "spool: {max_bytes: 1048576, max_age: 0}\n",
+	  0, NULL, NULL, 0, NULL, check_low_edges },
+	{ "upload and spool at the high ends of their ranges",
+	  "upload:\n  connect_timeout: 10m\n  timeout: 1h\n"
+	  "  retry: {initial_backoff: 1h, max_backoff: 24h}\n"
+	  "spool: {max_bytes: 1TiB, max_age: 365d}\n",
+	  0, NULL, NULL, 0, NULL, check_high_edges },
+	{ "durations and sizes: plain seconds, quoted units, every unit",
+	  "upload: {connect_timeout: 90, timeout: '2m', retry: {initial_backoff: 1500ms, "
+	  "max_backoff: 1d}}\nspool: {max_bytes: \"2048KiB\", max_age: 2000ms}\n",
+	  0, NULL, NULL, 0, NULL, check_units_mixed },
+	{ "a file:// URL; null options mean none",
+	  "upload:\n  url: file:///srv/collector/{target}/{id}.json.gz\n  method: POST\n"
+	  "  headers:\n  bearer_token_file: ~\n  ca_file:\n  cert_file: null\n  key_file:\n",
+	  0, NULL, NULL, 0, NULL, check_file_url },
+	{ "a null url means no upload", "upload: {url: null}\n", 0, NULL, NULL, 0, NULL,
+	  check_defaults },
+
+	/* upload.url */
+	{ "an ftp URL", "upload:\n  url: ftp://collector.example/x\n", 0, NULL, NULL, -EINVAL,
+	  ":2:8: upload.url: expected a URL starting with http://, https:// or file://, got "
+	  "\"ftp://collector.example/x\"",
+	  NULL },
+	{ "a URL without a scheme", "upload: {url: collector.example/v1}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:15: upload.url: expected a URL starting with http://, https:// or file://, got "
+	  "\"collector.example/v1\"",
+	  NULL },
+	{ "an https URL without a host", "upload: {url: 'https:///v1/{id}'}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":1:15: upload.url: expected a URL starting with http://, https:// or file://, got "
+	  "\"https:///v1/{id}\"",
+	  NULL },
+	{ "a URL with a space", "upload: {url: \"https://c.example/a b\"}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":1:15: upload.url: expected a URL of at most 2048 bytes without spaces (a space is "
+	  "%20), "
+	  "got \"https://c.example/a b\"",
+	  NULL },
+	{ "an unknown placeholder", "upload:\n  url: https://c.example/{host}/{hostname}/{id}\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:8: upload.url: expected placeholders among {host} {target} {start} {end} {seq} {id} "
+	  "(\"{{\" for a literal \"{\"), got \"{hostname}\"",
+	  NULL },
+	{ "a placeholder without its closing brace", "upload: {url: 'https://c.example/{id'}\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":1:15: upload.url: expected placeholders among {host} {target} {start} {end} {seq} {id} "
+	  "(\"{{\" for a literal \"{\"), got \"{id\" with no closing \"}\"",
+	  NULL },
+	{ "a url that is a list", "upload:\n  url: [https://c.example/]\n", 0, NULL, NULL, -EINVAL,
+	  ":2:8: upload.url: expected a URL starting with http://, https:// or file://, got a list",
+	  NULL },
+
+	/* upload.method and upload.headers */
+	{ "a lower-case method", "upload: {method: post}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:18: upload.method: expected POST or PUT, got post", NULL },
+	{ "headers as a list", "upload:\n  headers: [X-Team]\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.headers: expected a mapping of header names to values, got a list", NULL },
+	{ "a header name with an underscore", "upload:\n  headers: {X_Team: perf}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:13: upload.headers: expected a header name of 1 to 64 characters from A-Z a-z 0-9 -, "
+	  "got \"X_Team\"",
+	  NULL },
+	{ "a header value with CR LF", "upload:\n  headers:\n    X-Team: \"perf\\r\\nX-Evil: 1\"\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":3:13: upload.headers.X-Team: expected a header value of 1 to 256 printable ASCII "
+	  "characters (not only spaces), got \"perf\\x0d\\x0aX-Evil: 1\"",
+	  NULL },
+	{ "a header value that is not ASCII", "upload:\n  headers:\n    X-Team: caf\xc3\xa9\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":3:13: upload.headers.X-Team: expected a header value of 1 to 256 printable ASCII "
+	  "characters (not only spaces), got \"caf\xc3\xa9\"",
+	  NULL },
+	{ "a header value of spaces", "upload:\n  headers:\n    X-Team: '  '\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":3:13: upload.headers.X-Team: expected a header value of 1 to 256 printable ASCII "
+	  "characters (not only spaces), got \"  \"",
+	  NULL },
+	{ "a header without a value", "upload:\n  headers:\n    X-Team:\n", 0, NULL, NULL, -EINVAL,
+	  ":3:5: upload.headers.X-Team: expected a header value of 1 to 256 printable ASCII "
+	  "characters (not only spaces), got nothing",
+	  NULL },
+	{ "a header value of 257 bytes", NULL, 0, gen_long_header, NULL, -EINVAL,
+	  ":3:13: upload.headers.X-Long: expected a header value of 1 to 256 printable ASCII "
+	  "characters (not only spaces), got "
+	  "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...\"",
+	  NULL },
+	{ "a header fxagent sets, in other case",
+	  "upload:\n  headers: {content-type: text/plain}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:13: upload.headers.content-type: expected a header fxagent does not set itself "
+	  "(Authorization, Content-Type, Content-Encoding, Content-Length, Transfer-Encoding, "
+	  "Expect, X-Fxagent-*), got \"content-type\"",
+	  NULL },
+	{ "an Authorization header", "upload:\n  headers:\n    Authorization: Bearer abc\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":3:5: upload.headers.Authorization: expected a header fxagent does not set itself "
+	  "(Authorization, Content-Type, Content-Encoding, Content-Length, Transfer-Encoding, "
+	  "Expect, X-Fxagent-*), got \"Authorization\" (the token goes in "
+	  "upload.bearer_token_file)",
+	  NULL },
+	{ "an X-Fxagent- header", "upload: {headers: {X-FXAGENT-Host: a}}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":1:20: upload.headers.X-FXAGENT-Host: expected a header fxagent does not set itself "
+	  "(Authorization, Content-Type, Content-Encoding, Content-Length, Transfer-Encoding, "
+	  "Expect, X-Fxagent-*), got \"X-FXAGENT-Host\"",
+	  NULL },
+	{ "the same header in two cases", "upload:\n  headers:\n    X-Team: a\n    x-team: b\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":4:5: upload.headers.x-team: duplicate key (first at line 3, column 5; header names "
+	  "ignore case)",
+	  NULL },
+	{ "33 headers", NULL, 0, gen_33_headers, NULL, -EINVAL,
+	  ":35:5: upload.headers.H32: expected at most 32 headers, got more", NULL },
+
+	/* upload's files */
+	{ "a relative token file", "upload:\n  bearer_token_file: token\n", 0, NULL, NULL, -EINVAL,
+	  ":2:22: upload.bearer_token_file: expected an absolute path, got \"token\"", NULL },
+	{ "a relative CA file", "upload: {ca_file: certs/ca.pem}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:19: upload.ca_file: expected an absolute path, got \"certs/ca.pem\"", NULL },
+	{ "a client certificate without its key", "upload:\n  cert_file: /etc/fxagent/c.pem\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:3: upload: expected both cert_file and key_file, got only cert_file", NULL },
+	{ "a key without its certificate",
+	  "upload:\n  key_file: /etc/fxagent/c.key\n  cert_file:\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: upload: expected both cert_file and key_file, got only key_file", NULL },
+
+	/* Durations */
+	{ "a fraction of a second", "upload: {connect_timeout: 1.5s}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:27: upload.connect_timeout: expected a duration from 100ms to 10m (a whole number of "
+	  "seconds, or with ms, s, m, h or d), got 1.5s",
+	  NULL },
+	{ "a space before the unit", "upload:\n  timeout: 10 s\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got 10 s",
+	  NULL },
+	{ "an unknown unit", "upload:\n  timeout: 10sec\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got 10sec",
+	  NULL },
+	{ "an upper-case unit", "upload:\n  timeout: 5M\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got 5M",
+	  NULL },
+	{ "a quoted number of seconds", "upload:\n  timeout: \"30\"\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got \"30\"",
+	  NULL },
+	{ "a duration below its range", "upload: {connect_timeout: 99ms}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:27: upload.connect_timeout: expected a duration from 100ms to 10m (a whole number of "
+	  "seconds, or with ms, s, m, h or d), got 99ms",
+	  NULL },
+	{ "a duration above its range", "upload:\n  timeout: 3601\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got 3601",
+	  NULL },
+	{ "a duration beyond 64 bits of milliseconds",
+	  "upload:\n  retry:\n    max_backoff: 999999999999999999d\n", 0, NULL, NULL, -EINVAL,
+	  ":3:18: upload.retry.max_backoff: expected a duration from 100ms to 1d (a whole number "
+	  "of "
+	  "seconds, or with ms, s, m, h or d), got 999999999999999999d",
+	  NULL },
+	{ "a timeout shorter than the connect timeout",
+	  "upload:\n  connect_timeout: 30s\n  timeout: 20s\n", 0, NULL, NULL, -EINVAL,
+	  ":3:12: upload.timeout: expected a duration of at least connect_timeout (30s), got 20s",
+	  NULL },
+	{ "a connect timeout longer than the default timeout", "upload:\n  connect_timeout: 2m\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":2:20: upload.connect_timeout: expected a duration of at most timeout (1m), got 2m",
+	  NULL },
+	{ "max_backoff below initial_backoff",
+	  "upload:\n  retry:\n    initial_backoff: 10s\n    max_backoff: 5000ms\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":4:18: upload.retry.max_backoff: expected a duration of at least initial_backoff (10s), "
+	  "got 5000ms",
+	  NULL },
+	{ "initial_backoff above the default max_backoff",
+	  "upload: {retry: {initial_backoff: 10m}}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:35: upload.retry.initial_backoff: expected a duration of at most max_backoff (5m), "
+	  "got "
+	  "10m",
+	  NULL },
+	{ "a max_age with a fraction of a second", "spool: {max_age: 1500ms}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":1:18: spool.max_age: expected a duration from 0 (no limit) to 365d in whole seconds (a "
+	  "whole number of seconds, or with ms, s, m, h or d), got 1500ms",
+	  NULL },
+	{ "a max_age above a year", "spool:\n  max_age: 366d\n", 0, NULL, NULL, -EINVAL,
+	  ":2:12: spool.max_age: expected a duration from 0 (no limit) to 365d in whole seconds (a "
+	  "whole number of seconds, or with ms, s, m, h or d), got 366d",
+	  NULL },
+
+	/* Sizes */
+	{ "a decimal size unit", "spool: {max_bytes: 256MB}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:20: spool.max_bytes: expected a size from 1MiB to 1TiB (a whole number of bytes, or "
+	  "with KiB, MiB, GiB or TiB), got 256MB",
+	  NULL },
+	{ "a fractional size", "spool: {max_bytes: 1.5GiB}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:20: spool.max_bytes: expected a size from 1MiB to 1TiB (a whole number of bytes, or "
+	  "with KiB, MiB, GiB or TiB), got 1.5GiB",
+	  NULL },
+	{ "a size below its range", "spool: {max_bytes: 1023KiB}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:20: spool.max_bytes: expected a size from 1MiB to 1TiB (a whole number of bytes, or "
+	  "with KiB, MiB, GiB or TiB), got 1023KiB",
+	  NULL },
+	{ "a size above its range", "spool:\n  max_bytes: 1099511627777\n", 0, NULL, NULL, -EINVAL,
+	  ":2:14: spool.max_bytes: expected a size from 1MiB to 1TiB (a whole number of bytes, or "
+	  "with KiB, MiB, GiB or TiB), got 1099511627777",
+	  NULL },
+
+	/* Shape and paths */
+	{ "upload not a mapping", "upload: https://c.example/\n", 0, NULL, NULL, -EINVAL,
+	  ":1:9: upload: expected a mapping, got https://c.example/", NULL },
+	{ "retry not a mapping", "upload: {retry: 3}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:17: upload.retry: expected a mapping, got 3", NULL },
+	{ "an unknown key under upload", "upload:\n  uri: https://c.example/\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:3: upload.uri: unknown key, expected one of url, method, headers, bearer_token_file, "
+	  "ca_file, cert_file, key_file, insecure_skip_verify, connect_timeout, timeout, retry",
+	  NULL },
+	{ "an unknown key under upload.retry", "upload:\n  retry:\n    max_retries: 5\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":3:5: upload.retry.max_retries: unknown key, expected one of initial_backoff, "
+	  "max_backoff",
+	  NULL },
+	{ "an unknown key under spool", "spool:\n  max_size: 1GiB\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: spool.max_size: unknown key, expected one of directory, max_bytes, max_age",
+	  NULL },
+	{ "a relative spool directory", "spool:\n  directory: spool\n", 0, NULL, NULL, -EINVAL,
+	  ":2:14: spool.directory: expected an absolute path, got \"spool\"", NULL },
+	/* Fails after url, headers and files were set: release frees them (ASan). */
+	{ "an error after upload strings were set",
+	  "upload:\n  url: https://c.example/\n  headers: {X-A: b}\n  ca_file: /ca.pem\n"
+	  "  cert_file: /c.pem\n  key_file: /c.key\n  timeout: 0\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":7:12: upload.timeout: expected a duration from 1s to 1h (a whole number of seconds, or "
+	  "with ms, s, m, h or d), got 0",
+	  NULL },
 };
 
 static void run_case(void **state)
@@ -563,6 +904,9 @@ static void run_case(void **state)
 		assert_null(c->output.directory);
 		assert_int_equal(c->ntargets, 0);
 		assert_int_equal(c->nlabels, 0);
+		assert_null(c->upload.url);
+		assert_int_equal(c->upload.nheaders, 0);
+		assert_null(c->spool.directory);
 	} else {
 		if (r)
 			fail_msg("%s", err);
@@ -598,6 +942,21 @@ static void test_defaults(void **state)
 	assert_string_equal(c->symbolization.debug_dirs[0], "/usr/lib/debug");
 	assert_true(c->symbolization.demangle);
 	assert_int_equal(c->log.level, FX_LOG_NOTICE);
+	assert_null(c->upload.url);
+	assert_false(c->upload.put);
+	assert_int_equal(c->upload.nheaders, 0);
+	assert_null(c->upload.bearer_token_file);
+	assert_null(c->upload.ca_file);
+	assert_null(c->upload.cert_file);
+	assert_null(c->upload.key_file);
+	assert_false(c->upload.insecure_skip_verify);
+	assert_int_equal(c->upload.connect_timeout_ms, 10000);
+	assert_int_equal(c->upload.timeout_ms, 60000);
+	assert_int_equal(c->upload.initial_backoff_ms, 1000);
+	assert_int_equal(c->upload.max_backoff_ms, 300000);
+	assert_string_equal(c->spool.directory, "/var/lib/fxagent/spool");
+	assert_int_equal(c->spool.max_bytes, 256ull << 20);
+	assert_int_equal(c->spool.max_age_s, 7 * 86400);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
 	fx_config_release(c);
@@ -626,11 +985,47 @@ static char *read_text(const char *path)
 static void test_shipped_documents_every_key(void **state)
 {
 	static const char *const keys[] = {
-		"sampling:",	 "frequency:",	  "unwind:",  "stack_bytes:", "kernel_stacks:",
-		"include_idle:", "window:",	  "seconds:", "max_stacks:",  "targets:",
-		"name:",	 "systemd_unit:", "cgroup:",  "process:",     "pid:",
-		"labels:",	 "host:",	  "output:",  "directory:",   "symbolization:",
-		"debug_dirs:",	 "demangle:",	  "log:",     "level:",
+		"sampling:",
+		"frequency:",
+		"unwind:",
+		"stack_bytes:",
+		"kernel_stacks:",
+		"include_idle:",
+		"window:",
+		"seconds:",
+		"max_stacks:",
+		"targets:",
+		"name:",
+		"systemd_unit:",
+		"cgroup:",
+		"process:",
+		"pid:",
+		"labels:",
+		"host:",
+		"output:",
+		"directory:",
+		"symbolization:",
+		"debug_dirs:",
+		"demangle:",
+		"log:",
+		"level:",
+		"upload:",
+		"url:",
+		"method:",
+		"headers:",
+		"bearer_token_file:",
+		"ca_file:",
+		"cert_file:",
+		"key_file:",
+		"insecure_skip_verify:",
+		"connect_timeout:",
+		"timeout:",
+		"retry:",
+		"initial_backoff:",
+		"max_backoff:",
+		"spool:",
+		"max_bytes:",
+		"max_age:",
 	};
 	char *text = read_text(SHIPPED);
 	size_t i;
@@ -672,6 +1067,48 @@ static void test_shipped_example_targets(void **state)
 	assert_int_equal(c->targets[1].kind, FX_TARGET_CGROUP);
 	assert_int_equal(c->targets[2].kind, FX_TARGET_PROCESS);
 	assert_int_equal(c->targets[3].kind, FX_TARGET_PID);
+	fx_config_release(c);
+	free(c);
+	free(text);
+}
+
+/* The same for the commented-out keys of upload: they load as documented. */
+static void test_shipped_example_upload(void **state)
+{
+	char *text = read_text(SHIPPED), *p, *line, err[512];
+	struct fx_config *c = new_config();
+	bool in_upload = false;
+	size_t nuncommented = 0;
+	int r;
+
+	(void)state;
+	for (line = text; *line; line = p + 1) {
+		p = strchr(line, '\n');
+		assert_non_null(p);
+		if (!strncmp(line, "upload:", 7))
+			in_upload = true;
+		else if (*line != '#' && *line != ' ' && *line != '\n')
+			in_upload = false;
+		/* "# key:" uncommented is "  key:", indented as the keys around it. */
+		if (in_upload && !strncmp(line, "# ", 2)) {
+			*line = ' ';
+			nuncommented++;
+		}
+	}
+	assert_true(nuncommented >= 6);
+	r = fx_config_parse("example", text, strlen(text), c, err, sizeof(err));
+	if (r)
+		fail_msg("%s", err);
+	assert_string_equal(
+		c->upload.url,
+		"https://collector.example/v1/chunks/{host}/{target}/{start}-{seq}-{id}");
+	assert_int_equal(c->upload.nheaders, 1);
+	assert_string_equal(c->upload.headers[0].key, "X-Team");
+	assert_string_equal(c->upload.headers[0].value, "perf");
+	assert_non_null(c->upload.bearer_token_file);
+	assert_non_null(c->upload.ca_file);
+	assert_non_null(c->upload.cert_file);
+	assert_non_null(c->upload.key_file);
 	fx_config_release(c);
 	free(c);
 	free(text);
@@ -751,10 +1188,11 @@ static void test_small_error_buffer(void **state)
 int main(void)
 {
 	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
-	struct CMUnitTest tests[NCASES + 7] = {
+	struct CMUnitTest tests[NCASES + 8] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_shipped_documents_every_key),
 		cmocka_unit_test(test_shipped_example_targets),
+		cmocka_unit_test(test_shipped_example_upload),
 		cmocka_unit_test(test_load_missing_file),
 		cmocka_unit_test(test_load_directory),
 		cmocka_unit_test(test_too_large),
@@ -763,9 +1201,9 @@ int main(void)
 	size_t i;
 
 	for (i = 0; i < NCASES; i++) {
-		tests[7 + i].name = cases[i].name;
-		tests[7 + i].test_func = run_case;
-		tests[7 + i].initial_state = (void *)&cases[i];
+		tests[8 + i].name = cases[i].name;
+		tests[8 + i].test_func = run_case;
+		tests[8 + i].initial_state = (void *)&cases[i];
 	}
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
