@@ -21,6 +21,8 @@
 #include "fxagent/recorder.h"
 #include "fxagent/report.h"
 #include "fxagent/sampler.h"
+#include "fxagent/shipper.h"
+#include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
 #include "fxagent/unwind.h"
 #include "fxagent/window.h"
@@ -80,6 +82,7 @@ struct daemon {
 	pthread_cond_t cv;
 	struct batch *head, *tail;
 	bool quit;
+	struct fx_shipper *shipper; /* NULL without upload.url */
 	struct fx_daemon_stats stats;
 };
 
@@ -347,13 +350,27 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 			.marker_pid = (uint32_t)getpid(),
 			.marker_name = "fxagent",
 		};
+		struct fx_chunk_info info = { .start_ms = (int64_t)(b->start_wall_ms + 0.5),
+					      .end_ms = (int64_t)(b->end_wall_ms + 0.5),
+					      .seq = b->seq };
 		char path[PATH_MAX];
 
-		chunk_path(d, b, j, path, sizeof(path));
+		if (d->shipper) {
+			/* Into the spool first: nothing is lost if the upload fails. */
+			snprintf(info.target, sizeof(info.target), "%s", j->t->name);
+			fx_spool_new_id(&info);
+			fx_spool_path(fx_shipper_spool(d->shipper), &info, path, sizeof(path));
+		} else {
+			chunk_path(d, b, j, path, sizeof(path));
+		}
 		if (fx_report_write(&in, path, &rs) == 0) {
 			__atomic_add_fetch(&d->stats.chunks, 1, __ATOMIC_RELAXED);
 			fx_log(FX_LOG_INFO, "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes",
 			       path, rs.profile.samples, rs.profile.bytes);
+			if (d->shipper) {
+				fx_spool_add(fx_shipper_spool(d->shipper), &info);
+				fx_shipper_kick(d->shipper);
+			}
 		} else {
 			__atomic_add_fetch(&d->stats.chunk_errors, 1, __ATOMIC_RELAXED);
 		}
@@ -419,6 +436,17 @@ static void *publisher(void *arg)
 		}
 		if (sym)
 			write_batch(d, sym, ks, b);
+		if (d->shipper) {
+			struct fx_shipper_stats st;
+
+			fx_shipper_get_stats(d->shipper, &st);
+			fx_log(FX_LOG_INFO,
+			       "upload: %" PRIu64 " chunks uploaded, %" PRIu64 " retried, %" PRIu64
+			       " rejected, %" PRIu64 " dropped; %" PRIu64 " pending (%" PRIu64
+			       " bytes)",
+			       st.uploaded, st.retried, st.rejected, st.dropped, st.pending,
+			       st.spool_bytes);
+		}
 	}
 	fx_kallsyms_free(ks);
 	fx_symbolizer_free(sym);
@@ -489,6 +517,8 @@ static void teardown(struct daemon *d)
 		pthread_mutex_unlock(&d->mu);
 		pthread_join(d->pub, NULL);
 	}
+	/* One more upload round for what the last window left, bounded. */
+	fx_shipper_stop(d->shipper, d->cfg->upload.timeout_ms + 1000);
 	for (struct batch *b = d->head, *next; b; b = next) {
 		next = b->next;
 		for (size_t i = 0; i < b->njobs; i++) {
@@ -555,6 +585,11 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	ret = setup_targets(d);
 	if (ret < 0)
 		goto out;
+	if (cfg->upload.url) {
+		ret = fx_shipper_start(cfg, d->host, &d->shipper);
+		if (ret < 0)
+			goto out;
+	}
 	if (d->cgroup_mode) {
 		ret = fx_cgroup_find_mount("/proc/self/mountinfo", d->mount, sizeof(d->mount));
 		if (ret < 0)
@@ -617,9 +652,11 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	ret = fx_sampler_enable(d->sampler);
 	if (ret < 0)
 		goto out;
-	fx_log(FX_LOG_NOTICE, "sampling %s at %u Hz, %u s windows, chunks in %s",
+	fx_log(FX_LOG_NOTICE, "sampling %s at %u Hz, %u s windows, chunks %s %s",
 	       cfg->ntargets ? "the configured targets" : "the whole system",
-	       cfg->sampling.frequency, cfg->window.seconds, cfg->output.directory);
+	       cfg->sampling.frequency, cfg->window.seconds,
+	       cfg->upload.url ? "uploaded from the spool in" : "in",
+	       cfg->upload.url ? cfg->spool.directory : cfg->output.directory);
 	while (!*stop) {
 		uint64_t now = now_ns(CLOCK_MONOTONIC);
 		int64_t left;

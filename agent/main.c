@@ -24,6 +24,8 @@
 #include "fxagent/recorder.h"
 #include "fxagent/report.h"
 #include "fxagent/sampler.h"
+#include "fxagent/shipper.h"
+#include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
 #include "fxagent/unwind.h"
 #include "fxagent/window.h"
@@ -427,6 +429,9 @@ static int record_once(const struct options *o)
 	struct fx_recorder *rec = NULL;
 	struct fx_thread_name *names = NULL;
 	size_t nnames = 0;
+	struct fx_shipper *shipper = NULL;
+	struct fx_chunk_info info;
+	struct fx_profile_kv labels[FX_CONFIG_MAX_LABELS];
 	struct fx_window window;
 	struct fx_report_input rin;
 	struct fx_report_stats rstats;
@@ -439,11 +444,18 @@ static int record_once(const struct options *o)
 
 	fx_window_init(&window, 0);
 	gethostname(host, sizeof(host) - 1);
-	if (!output) {
+	raise_fd_limit();
+	/* With upload.url and no --output, the snapshot goes through the spool
+	 * to the collector, as the agent's chunks do. */
+	if (!output && o->cfg->upload.url) {
+		ret = fx_shipper_start(o->cfg, host, &shipper);
+		if (ret < 0)
+			goto out;
+	}
+	if (!output && !shipper) {
 		default_output(outbuf, sizeof(outbuf), host);
 		output = outbuf;
 	}
-	raise_fd_limit();
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
@@ -451,7 +463,7 @@ static int record_once(const struct options *o)
 	ret = fx_sampler_open(&sopts, &sampler);
 	if (ret < 0)
 		goto out;
-	ret = check_output(output);
+	ret = output ? check_output(output) : 0;
 	if (ret < 0)
 		goto out;
 	objs = fx_objects_new("/proc", 8192);
@@ -499,6 +511,9 @@ static int record_once(const struct options *o)
 	cpu_rec = cpu_ns() - cpu_start;
 	write_start = now_ns(CLOCK_MONOTONIC);
 
+	for (size_t i = 0; i < o->cfg->nlabels && i < FX_CONFIG_MAX_LABELS; i++)
+		labels[i] =
+			(struct fx_profile_kv){ o->cfg->labels[i].key, o->cfg->labels[i].value };
 	ret = fx_procs_names(procs, &window, &names, &nnames);
 	if (ret < 0) {
 		fx_err("out of memory");
@@ -537,15 +552,61 @@ static int record_once(const struct options *o)
 			.interval_ms = 1000.0 / o->frequency,
 			.product = "fxagent",
 			.host = host,
+			.target = "system",
+			.seq = 0,
+			.labels = labels,
+			.nlabels = o->cfg->nlabels,
+			.samples = window.counters.samples,
+			.lost = window.counters.lost,
+			.truncated = window.counters.truncated,
+			.dropped = window.counters.dropped_stacks,
 		},
 		.seq = 0,
 		.marker_pid = (uint32_t)getpid(),
 		.marker_name = "fxagent",
 		.on_symbolize = on_symbolize,
 	};
+	if (shipper) {
+		info = (struct fx_chunk_info){
+			.start_ms = (int64_t)(start_wall_ns / 1000000),
+			.end_ms = (int64_t)((start_wall_ns + end_ns - start_ns) / 1000000),
+			.seq = 0,
+			.target = "system"
+		};
+		fx_spool_new_id(&info);
+		fx_spool_path(fx_shipper_spool(shipper), &info, outbuf, sizeof(outbuf));
+		output = outbuf;
+	}
 	ret = fx_report_write(&rin, output, &rstats);
 	if (ret < 0)
 		goto out;
+	if (shipper) {
+		fx_spool_add(fx_shipper_spool(shipper), &info);
+		fx_shipper_kick(shipper);
+		if (progress)
+			fprintf(stderr, "\ruploading to %s ...\033[K", o->cfg->upload.url);
+		/* Retries as the agent would, for a few request timeouts (30 s at
+		 * most: someone waits for the answer); what is left stays in the
+		 * spool for the agent to send. */
+		uint64_t wait_ms = 3ull * o->cfg->upload.timeout_ms;
+		struct fx_shipper_stats st;
+
+		if (!fx_shipper_wait_empty(shipper, wait_ms < 30000 ? wait_ms : 30000)) {
+			ret = fx_log_errno(FX_LOG_ERR, EIO,
+					   "the snapshot could not be uploaded yet; it waits in %s "
+					   "for the agent to send it",
+					   output);
+			goto out;
+		}
+		fx_shipper_get_stats(shipper, &st);
+		if (st.rejected) {
+			ret = fx_log_errno(
+				FX_LOG_ERR, EPROTO,
+				"the collector refused the snapshot; it was moved to the "
+				"spool's rejected/");
+			goto out;
+		}
+	}
 	if (progress)
 		fprintf(stderr,
 			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
@@ -578,6 +639,7 @@ out:
 	if (progress && ret < 0)
 		fputc('\n', stderr);
 	free(names);
+	fx_shipper_stop(shipper, 1000);
 	fx_kallsyms_free(ks);
 	fx_symbolizer_free(symbolizer);
 	fx_window_release(&window);

@@ -8,9 +8,18 @@ cd "$(dirname "$0")/.."
 export DEBIAN_FRONTEND=noninteractive
 
 bash scripts/install-build-deps.sh
+# nginx is the tests' upload peer, started by the tests on loopback: the
+# package must not start a system-wide nginx of its own.
+made_policy=
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+	chmod +x /usr/sbin/policy-rc.d
+	made_policy=1
+fi
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
-	openssl nginx
+	openssl nginx-light
+[ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
 fi

@@ -18,14 +18,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FX_CHUNK_ID_LEN 32 /* hex characters of a chunk id (128 bits) */
+#define FX_CHUNK_ID_LEN	   32 /* hex characters of a chunk id (128 bits) */
 #define FX_TARGET_NAME_MAX 64
 
 /* What a chunk is, as its file name says. */
 struct fx_chunk_info {
-	int64_t start_ms, end_ms;	   /* window, Unix epoch milliseconds */
-	int64_t seq;			   /* window sequence number */
-	char id[FX_CHUNK_ID_LEN + 1];	   /* unique, lower-case hex */
+	int64_t start_ms, end_ms;     /* window, Unix epoch milliseconds */
+	int64_t seq;		      /* window sequence number */
+	char id[FX_CHUNK_ID_LEN + 1]; /* unique, lower-case hex */
 	char target[FX_TARGET_NAME_MAX + 1];
 };
 
@@ -36,12 +36,12 @@ struct fx_spool_opts {
 };
 
 struct fx_spool_stats {
-	uint64_t pending;      /* chunks waiting */
-	uint64_t bytes;	       /* their size */
+	uint64_t pending; /* chunks waiting */
+	uint64_t bytes;	  /* their size */
 	uint64_t added;
-	uint64_t uploaded;     /* fx_spool_done() */
-	uint64_t rejected;     /* fx_spool_reject() */
-	uint64_t dropped;      /* removed for max_bytes or max_age */
+	uint64_t uploaded; /* fx_spool_done() */
+	uint64_t rejected; /* fx_spool_reject() */
+	uint64_t dropped;  /* removed for max_bytes or max_age */
 	uint64_t dropped_bytes;
 };
 

@@ -37,7 +37,7 @@ struct fx_upload_result {
 	enum fx_upload_outcome outcome;
 	long status;		/* HTTP status, 0 when none */
 	int64_t retry_after_ms; /* from Retry-After on 429/503, else -1 */
-	char error[256];	/* what went wrong, for the log (never the token) */
+	char error[512];	/* what went wrong, for the log (never the token) */
 	char body[256];		/* the start of the response body, for rejections */
 };
 

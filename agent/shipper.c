@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+#include "fxagent/shipper.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/log.h"
+#include "fxagent/upload.h"
+
+#define FAIL_LOG_EVERY_NS (60ull * 1000000000ull)
+
+struct fx_shipper {
+	const struct fx_config *cfg;
+	struct fx_spool *spool;
+	struct fx_uploader *up;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* work arrived, stop asked, or the spool changed */
+	bool kicked, stopping, running;
+	uint64_t stop_at; /* CLOCK_MONOTONIC ns */
+	uint64_t rng;
+	bool failing;
+	uint64_t last_fail_log;
+	struct fx_shipper_stats st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t next_random(struct fx_shipper *s)
+{
+	/* xorshift64*: jitter only needs to differ between agents */
+	s->rng ^= s->rng >> 12;
+	s->rng ^= s->rng << 25;
+	s->rng ^= s->rng >> 27;
+	return s->rng * 0x2545f4914f6cdd1dULL;
+}
+
+/* Waits on the condition until @deadline (CLOCK_MONOTONIC ns), a kick or a
+ * stop. Called with the lock held. */
+static void wait_until(struct fx_shipper *s, uint64_t deadline, bool wake_on_kick)
+{
+	while (!s->stopping && (!wake_on_kick || !s->kicked)) {
+		uint64_t now = now_ns();
+		struct timespec ts;
+
+		if (now >= deadline)
+			break;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		/* pthread_cond_timedwait takes CLOCK_REALTIME: add the remaining time. */
+		ts.tv_sec += (time_t)((deadline - now) / 1000000000ull);
+		ts.tv_nsec += (long)((deadline - now) % 1000000000ull);
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+	}
+	s->kicked = false;
+}
+
+static void on_failure(struct fx_shipper *s, const struct fx_chunk_info *info,
+		       const struct fx_upload_result *res)
+{
+	uint64_t now = now_ns();
+	struct fx_spool_stats sp;
+
+	s->st.retried++;
+	/* Once when the collector becomes unreachable, then once a minute. */
+	if (s->failing && now - s->last_fail_log < FAIL_LOG_EVERY_NS)
+		return;
+	fx_spool_get_stats(s->spool, &sp);
+	fx_warn("upload of chunk %s (target %s) failed: %s; retrying, %" PRIu64 " chunks (%" PRIu64
+		" bytes) wait in the spool",
+		info->id, info->target, res->error[0] ? res->error : "no answer", sp.pending,
+		sp.bytes);
+	s->failing = true;
+	s->last_fail_log = now;
+}
+
+static void *run(void *arg)
+{
+	struct fx_shipper *s = arg;
+	unsigned attempt = 0;
+
+	for (;;) {
+		struct fx_chunk_info info;
+		struct fx_upload_result res;
+		char path[PATH_MAX];
+		bool stopping;
+		int have;
+
+		pthread_mutex_lock(&s->mu);
+		stopping = s->stopping;
+		if (stopping && now_ns() >= s->stop_at) {
+			pthread_mutex_unlock(&s->mu);
+			break;
+		}
+		pthread_mutex_unlock(&s->mu);
+		have = fx_spool_peek(s->spool, &info, path, sizeof(path));
+		if (have <= 0) {
+			if (stopping)
+				break;
+			pthread_mutex_lock(&s->mu);
+			pthread_cond_broadcast(&s->cv); /* for fx_shipper_wait_empty */
+			wait_until(s, now_ns() + 1000000000ull, true);
+			pthread_mutex_unlock(&s->mu);
+			continue;
+		}
+		if (fx_upload_send(s->up, &info, path, &res) < 0) {
+			/* The file went away or cannot be read: nothing to retry. */
+			fx_spool_done(s->spool, &info);
+			continue;
+		}
+		if (res.outcome == FX_UPLOAD_OK) {
+			fx_spool_done(s->spool, &info);
+			s->st.uploaded++;
+			if (s->failing)
+				fx_log(FX_LOG_NOTICE, "upload: the collector answers again");
+			s->failing = false;
+			attempt = 0;
+		} else if (res.outcome == FX_UPLOAD_REJECT) {
+			fx_err("the collector refused chunk %s (target %s, window seq %" PRId64
+			       "): HTTP %ld: %s; it was moved to the spool's rejected/",
+			       info.id, info.target, info.seq, res.status,
+			       res.body[0] ? res.body : res.error);
+			fx_spool_reject(s->spool, &info);
+			s->st.rejected++;
+			attempt = 0;
+		} else {
+			uint64_t delay = fx_upload_backoff_ms(
+				attempt++, s->cfg->upload.initial_backoff_ms,
+				s->cfg->upload.max_backoff_ms, res.retry_after_ms, next_random(s));
+
+			on_failure(s, &info, &res);
+			if (stopping)
+				break; /* one round only: the rest waits for the next start */
+			pthread_mutex_lock(&s->mu);
+			wait_until(s, now_ns() + delay * 1000000ull, false);
+			pthread_mutex_unlock(&s->mu);
+		}
+		pthread_mutex_lock(&s->mu);
+		pthread_cond_broadcast(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+	}
+	pthread_mutex_lock(&s->mu);
+	s->running = false;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_shipper **out)
+{
+	const char *headers[FX_CONFIG_MAX_LABELS + 1];
+	char hbuf[FX_CONFIG_MAX_LABELS][512];
+	struct fx_spool_opts so = { .directory = cfg->spool.directory,
+				    .max_bytes = cfg->spool.max_bytes,
+				    .max_age_s = cfg->spool.max_age_s };
+	struct fx_upload_opts uo = {
+		.url = cfg->upload.url,
+		.put = cfg->upload.put,
+		.headers = headers,
+		.bearer_token_file = cfg->upload.bearer_token_file,
+		.ca_file = cfg->upload.ca_file,
+		.cert_file = cfg->upload.cert_file,
+		.key_file = cfg->upload.key_file,
+		.insecure_skip_verify = cfg->upload.insecure_skip_verify,
+		.connect_timeout_ms = cfg->upload.connect_timeout_ms,
+		.timeout_ms = cfg->upload.timeout_ms,
+	};
+	struct fx_shipper *s;
+	int ret;
+
+	for (size_t i = 0; i < cfg->upload.nheaders; i++) {
+		snprintf(hbuf[i], sizeof(hbuf[i]), "%s: %s", cfg->upload.headers[i].key,
+			 cfg->upload.headers[i].value);
+		headers[i] = hbuf[i];
+	}
+	headers[cfg->upload.nheaders] = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = cfg;
+	s->rng = now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	ret = fx_spool_open(&so, &s->spool);
+	if (ret == 0)
+		ret = fx_upload_new(&uo, host, &s->up);
+	if (ret == 0) {
+		ret = -pthread_create(&s->thread, NULL, run, s);
+		if (ret < 0)
+			fx_err("cannot start the upload thread: %s", strerror(-ret));
+	}
+	if (ret < 0) {
+		fx_upload_free(s->up);
+		fx_spool_free(s->spool);
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+		free(s);
+		return ret;
+	}
+	s->running = true;
+	*out = s;
+	return 0;
+}
+
+struct fx_spool *fx_shipper_spool(struct fx_shipper *s)
+{
+	return s->spool;
+}
+
+void fx_shipper_kick(struct fx_shipper *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->kicked = true;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+bool fx_shipper_wait_empty(struct fx_shipper *s, uint64_t timeout_ms)
+{
+	uint64_t deadline = now_ns() + timeout_ms * 1000000ull;
+	struct fx_spool_stats sp;
+
+	for (;;) {
+		fx_spool_get_stats(s->spool, &sp);
+		if (sp.pending == 0)
+			return true;
+		if (now_ns() >= deadline)
+			return false;
+		pthread_mutex_lock(&s->mu);
+		if (!s->running) {
+			pthread_mutex_unlock(&s->mu);
+			return false;
+		}
+		/* Woken by every upload, or at the next 100 ms. */
+		{
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100000000L;
+			if (ts.tv_nsec >= 1000000000L) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000L;
+			}
+			pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+		}
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+void fx_shipper_stop(struct fx_shipper *s, uint64_t deadline_ms)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stopping = true;
+	s->stop_at = now_ns() + deadline_ms * 1000000ull;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->thread, NULL);
+	fx_upload_free(s->up);
+	fx_spool_free(s->spool);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+void fx_shipper_get_stats(struct fx_shipper *s, struct fx_shipper_stats *out)
+{
+	struct fx_spool_stats sp;
+
+	fx_spool_get_stats(s->spool, &sp);
+	pthread_mutex_lock(&s->mu);
+	*out = s->st;
+	pthread_mutex_unlock(&s->mu);
+	out->dropped = sp.dropped;
+	out->pending = sp.pending;
+	out->spool_bytes = sp.bytes;
+}
