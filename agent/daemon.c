@@ -641,6 +641,7 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 		goto out;
 	}
 	d->pub_started = true;
+	pthread_setname_np(d->pub, "fx-publish");
 
 	wall = now_ns(CLOCK_REALTIME);
 	mono = now_ns(CLOCK_MONOTONIC);

@@ -214,6 +214,7 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 		return ret;
 	}
 	s->running = true;
+	pthread_setname_np(s->thread, "fx-upload");
 	*out = s;
 	return 0;
 }
