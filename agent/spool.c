@@ -27,6 +27,8 @@
 #define SUFFIX	     ".json.gz"
 #define SUFFIX_LEN   (sizeof(SUFFIX) - 1)
 #define REJECTED_DIR "rejected"
+/* Chunks are written here, then moved in once there is room for them. */
+#define INCOMING_DIR "incoming"
 /* The longest name: three 19-digit numbers, the id, the target, four dashes. */
 #define NAME_LEN_MAX (3 * 19 + FX_CHUNK_ID_LEN + FX_TARGET_NAME_MAX + 4 + SUFFIX_LEN)
 
@@ -38,7 +40,7 @@ struct entry {
 struct fx_spool {
 	pthread_mutex_t lock;
 	char *dir; /* as given, without trailing slashes */
-	int dirfd, rejfd;
+	int dirfd, rejfd, incfd;
 	uint64_t max_bytes, max_age_s;
 	struct entry *e; /* pending, oldest first, in e[first, first + n) */
 	size_t first, n, cap;
@@ -435,6 +437,27 @@ static bool is_temp_name(const char *name)
 
 /* Takes stock of the spool directory: chunks become pending (unsorted),
  * temporary leftovers are removed, anything else is left alone. */
+/* What an earlier run left in incoming/: whole chunks (written and renamed,
+ * but not yet moved) go into the spool, interrupted writes are removed. */
+static void settle_incoming(struct fx_spool *sp)
+{
+	struct fx_chunk_info info;
+	struct dirent *de;
+	DIR *dir = open_dir_stream(sp->incfd);
+
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fx_spool_parse_name(de->d_name, &info) == 0)
+			renameat(sp->incfd, de->d_name, sp->dirfd, de->d_name);
+		else
+			unlinkat(sp->incfd, de->d_name, 0);
+	}
+	closedir(dir);
+}
+
 static int scan(struct fx_spool *sp)
 {
 	uint64_t unrelated = 0, temps = 0, temp_failed = 0;
@@ -462,7 +485,8 @@ static int scan(struct fx_spool *sp)
 			break;
 		}
 		name = de->d_name;
-		if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, REJECTED_DIR))
+		if (!strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, REJECTED_DIR) ||
+		    !strcmp(name, INCOMING_DIR))
 			continue;
 		if (fx_spool_parse_name(name, &en.info) == 0 &&
 		    regular_size(sp->dirfd, name, &en.size) == 0) {
@@ -516,7 +540,7 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "Failed to open the spool: out of memory");
-	sp->dirfd = sp->rejfd = -1;
+	sp->dirfd = sp->rejfd = sp->incfd = -1;
 	pthread_mutex_init(&sp->lock, NULL);
 	sp->max_bytes = opts->max_bytes;
 	sp->max_age_s = opts->max_age_s;
@@ -554,6 +578,19 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 		goto fail;
 	}
 
+	if (mkdirat(sp->dirfd, INCOMING_DIR, 0755) < 0 && errno != EEXIST) {
+		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/" INCOMING_DIR "': %s",
+				  sp->dir, strerror(errno));
+		goto fail;
+	}
+	sp->incfd =
+		openat(sp->dirfd, INCOMING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sp->incfd < 0) {
+		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to open '%s/" INCOMING_DIR "': %s",
+				  sp->dir, strerror(errno));
+		goto fail;
+	}
+	settle_incoming(sp);
 	rc = scan(sp);
 	if (rc < 0)
 		goto fail;
@@ -585,6 +622,8 @@ void fx_spool_free(struct fx_spool *sp)
 		return;
 	if (sp->rejfd >= 0)
 		close(sp->rejfd);
+	if (sp->incfd >= 0)
+		close(sp->incfd);
 	if (sp->dirfd >= 0)
 		close(sp->dirfd);
 	pthread_mutex_destroy(&sp->lock);
@@ -646,7 +685,7 @@ int fx_spool_path(const struct fx_spool *sp, const struct fx_chunk_info *info, c
 
 	if (!sp || !info || !out || format_name(info, name) < 0)
 		return -EINVAL;
-	n = snprintf(out, len, "%s/%s", sp->dir, name);
+	n = snprintf(out, len, "%s/" INCOMING_DIR "/%s", sp->dir, name);
 	if (n < 0 || (size_t)n >= len)
 		return -ENAMETOOLONG;
 	return 0;
@@ -664,9 +703,10 @@ int fx_spool_add(struct fx_spool *sp, const struct fx_chunk_info *info)
 		return fx_log_errno(FX_LOG_ERR, EINVAL, "spool: invalid chunk name fields");
 	/* The parsed copy is clean (nothing after the strings' ends). */
 	fx_spool_parse_name(name, &en.info);
-	rc = regular_size(sp->dirfd, name, &en.size);
+	rc = regular_size(sp->incfd, name, &en.size);
 	if (rc < 0)
-		return fx_log_errno(FX_LOG_ERR, -rc, "Failed to add '%s/%s' to the spool: %s",
+		return fx_log_errno(FX_LOG_ERR, -rc,
+				    "Failed to add '%s/" INCOMING_DIR "/%s' to the spool: %s",
 				    sp->dir, name, strerror(-rc));
 
 	pthread_mutex_lock(&sp->lock);
@@ -680,9 +720,16 @@ int fx_spool_add(struct fx_spool *sp, const struct fx_chunk_info *info)
 	if (sp->max_bytes && en.size > sp->max_bytes) {
 		sp->st.dropped++;
 		sp->st.dropped_bytes += en.size;
-		unlink_counted(sp->dirfd, &en, &big);
+		unlink_counted(sp->incfd, &en, &big);
 	} else {
-		rc = insert_at(sp, lower_bound(sp, &en.info), &en);
+		/* Room first, then the move: the spool never holds more than
+		 * max_bytes, not even for a moment. */
+		while (sp->max_bytes && sp->n && sp->st.bytes + en.size > sp->max_bytes)
+			drop_at(sp, sp->first, &full);
+		if (renameat(sp->incfd, name, sp->dirfd, name) < 0)
+			rc = -errno;
+		else
+			rc = insert_at(sp, lower_bound(sp, &en.info), &en);
 		if (rc < 0) {
 			/* Left on disk: the next start finds it. */
 			sp->st.added--;
@@ -713,7 +760,11 @@ int fx_spool_peek(struct fx_spool *sp, struct fx_chunk_info *info, char *path, s
 	head = sp->e[sp->first].info;
 	pthread_mutex_unlock(&sp->lock);
 	if (path) {
-		rc = fx_spool_path(sp, &head, path, len);
+		char name[NAME_LEN_MAX + 1];
+
+		rc = format_name(&head, name);
+		if (rc == 0 && snprintf(path, len, "%s/%s", sp->dir, name) >= (int)len)
+			rc = -ENAMETOOLONG;
 		if (rc < 0)
 			return rc;
 	}

@@ -7,8 +7,10 @@
  * name, so a restarted agent finds its pending chunks by listing the
  * directory, oldest first:
  *   <start ms>-<end ms>-<seq>-<id>-<target>.json.gz
- * The spool is bounded by max_bytes (the oldest chunks are dropped, counted
- * and logged) and max_age. Chunks the collector refused go to rejected/.
+ * A chunk is written under incoming/ (fx_spool_path) and moved in by
+ * fx_spool_add once the oldest chunks made room for it, so the spool never
+ * holds more than max_bytes (the dropped chunks are counted and logged); it
+ * is bounded by max_age too. Chunks the collector refused go to rejected/.
  * Thread-safe: the publisher adds while the uploader takes.
  */
 #ifndef FXAGENT_SPOOL_H
@@ -57,12 +59,13 @@ void fx_spool_free(struct fx_spool *sp);
 /* Fills @info->id with a fresh random id. */
 void fx_spool_new_id(struct fx_chunk_info *info);
 
-/* The path (in the spool directory) to write the chunk @info to. */
+/* The path to write the chunk @info to (under incoming/). */
 int fx_spool_path(const struct fx_spool *sp, const struct fx_chunk_info *info, char *out,
 		  size_t len);
 
-/* Accounts a chunk just written (renamed into place) at fx_spool_path(), then
- * enforces the bounds, dropping the oldest chunks first. Returns 0 or -errno. */
+/* Takes a chunk just written (renamed into place) at fx_spool_path(): drops
+ * the oldest chunks until it fits under max_bytes, moves it into the spool,
+ * then enforces max_age. Returns 0 or -errno. */
 int fx_spool_add(struct fx_spool *sp, const struct fx_chunk_info *info);
 
 /* The oldest pending chunk: fills @info and @path and returns 1; 0 when the

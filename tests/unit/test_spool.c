@@ -121,12 +121,25 @@ static bool exists_at(const char *dir, const char *name)
 	return stat(path, &st) == 0;
 }
 
+/* Where a chunk lives once added: fx_spool_path() names the incoming/ file
+ * it is written to, the spool keeps it one directory up. */
+static void spooled_path(struct fx_spool *sp, const struct fx_chunk_info *info, char *path,
+			 size_t len)
+{
+	char *inc;
+
+	assert_int_equal(fx_spool_path(sp, info, path, len), 0);
+	inc = strstr(path, "/incoming/");
+	assert_non_null(inc);
+	memmove(inc, inc + strlen("/incoming"), strlen(inc + strlen("/incoming")) + 1);
+}
+
 static bool chunk_exists(struct fx_spool *sp, const struct fx_chunk_info *info)
 {
 	char path[PATH_MAX];
 	struct stat st;
 
-	assert_int_equal(fx_spool_path(sp, info, path, sizeof(path)), 0);
+	spooled_path(sp, info, path, sizeof(path));
 	return stat(path, &st) == 0;
 }
 
@@ -284,6 +297,65 @@ static void test_bad_names(void **state)
 	fx_spool_free(sp);
 }
 
+/* The bytes of the regular files directly in @dir (chunks, not subdirs). */
+static uint64_t dir_bytes(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	uint64_t n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d))) {
+		char path[PATH_MAX];
+		struct stat st;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+			n += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Chunks are written under incoming/ and moved in only once there is room:
+ * the spool itself never holds more than max_bytes. An interrupted write
+ * left in incoming/ is removed at open, a whole chunk there is kept. */
+static void test_never_over_cap(void **state)
+{
+	struct fixture *f = *state;
+	struct fx_spool *sp = open_spool(f, 1000, 0);
+	struct fx_chunk_info whole = make_info(1, 2, 3, "w");
+	struct fx_spool_stats st;
+	char junk[PATH_MAX];
+
+	for (int i = 0; i < 10; i++) {
+		struct fx_chunk_info c = make_info(1000 * i, 1000 * i + 500, i, "a");
+		char path[PATH_MAX];
+
+		assert_int_equal(fx_spool_path(sp, &c, path, sizeof(path)), 0);
+		write_file(path, 300);
+		/* Written, not yet added: the spool is still within its cap. */
+		assert_true(dir_bytes(f->spool) <= 1000);
+		assert_int_equal(fx_spool_add(sp, &c), 0);
+		assert_true(dir_bytes(f->spool) <= 1000);
+	}
+	fx_spool_get_stats(sp, &st);
+	assert_int_equal(st.dropped, 7);
+	assert_int_equal(st.pending, 3);
+	/* A crash between writing and adding: */
+	assert_int_equal(fx_spool_path(sp, &whole, f->buf, sizeof(f->buf)), 0);
+	write_file(f->buf, 10);
+	snprintf(junk, sizeof(junk), "%s/incoming/x.json.gz.tmpABCDEF", f->spool);
+	write_file(junk, 10);
+	fx_spool_free(sp);
+	sp = open_spool(f, 1000, 0);
+	fx_spool_get_stats(sp, &st);
+	assert_int_equal(st.pending, 4); /* the whole chunk is back in line */
+	assert_true(chunk_exists(sp, &whole));
+	assert_false(exists_at(f->spool, "incoming/x.json.gz.tmpABCDEF"));
+	fx_spool_free(sp);
+}
+
 static void test_open_existing(void **state)
 {
 	struct fixture *f = *state;
@@ -328,7 +400,7 @@ static void test_open_existing(void **state)
 
 		assert_int_equal(fx_spool_peek(sp, &got, f->buf, sizeof(f->buf)), 1);
 		assert_info_equal(&got, &c[i]);
-		assert_int_equal(fx_spool_path(sp, &c[i], expect, sizeof(expect)), 0);
+		spooled_path(sp, &c[i], expect, sizeof(expect));
 		assert_string_equal(f->buf, expect);
 		assert_int_equal(fx_spool_done(sp, &got), 0);
 	}
@@ -402,7 +474,7 @@ static void test_add_peek_done_reject(void **state)
 	assert_int_equal(fx_spool_peek(sp, &got, NULL, 0), 1);
 	assert_info_equal(&got, &c);
 	/* A chunk file that vanished under the spool can still be forgotten. */
-	assert_int_equal(fx_spool_path(sp, &c, f->buf, sizeof(f->buf)), 0);
+	spooled_path(sp, &c, f->buf, sizeof(f->buf));
 	assert_int_equal(unlink(f->buf), 0);
 	assert_int_equal(fx_spool_done(sp, &c), 0);
 	assert_int_equal(fx_spool_peek(sp, &got, NULL, 0), 0);
@@ -747,6 +819,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_name_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_names, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_open_existing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_never_over_cap, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_add_peek_done_reject, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_max_bytes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_chunk_larger_than_cap, setup, teardown),
