@@ -25,6 +25,7 @@
 #include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
 #include "fxagent/unwind.h"
+#include "fxagent/util.h"
 #include "fxagent/window.h"
 
 #define TAG_ROOT	   (UINT32_MAX - 1) /* the root cgroup: samples for process/pid targets */
@@ -85,14 +86,6 @@ struct daemon {
 	struct fx_shipper *shipper; /* NULL without upload.url */
 	struct fx_daemon_stats stats;
 };
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static struct fx_window *window_new(const struct fx_config *cfg)
 {
@@ -250,7 +243,8 @@ static void publish(struct daemon *d, struct batch *b)
  * This is all the sampler thread spends on a window change. */
 static void rotate(struct daemon *d, uint64_t end)
 {
-	uint64_t t0 = now_ns(CLOCK_MONOTONIC), c0 = now_ns(CLOCK_THREAD_CPUTIME_ID), took, cpu;
+	uint64_t t0 = fx_now_ns(CLOCK_MONOTONIC), c0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID), took,
+		 cpu;
 	struct batch *b = calloc(1, sizeof(*b) + d->nt * sizeof(struct job));
 
 	if (b) {
@@ -282,8 +276,8 @@ static void rotate(struct daemon *d, uint64_t end)
 	resolve_targets(d);
 	d->win_start = end;
 	d->win_end = end + (uint64_t)d->cfg->window.seconds * 1000000000ull;
-	took = now_ns(CLOCK_MONOTONIC) - t0;
-	cpu = now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+	took = fx_now_ns(CLOCK_MONOTONIC) - t0;
+	cpu = fx_now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
 	d->stats.rotation_ns_sum += took;
 	d->stats.rotation_cpu_ns_sum += cpu;
 	if (took > d->stats.rotation_ns_max)
@@ -455,23 +449,12 @@ static void *publisher(void *arg)
 
 /* ---- set-up ---- */
 
+/* The output directory, made if missing and writable. */
 static int make_dirs(const char *path)
 {
-	char buf[PATH_MAX];
+	int rc = fx_mkdir_parents(path);
 
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return -ENAMETOOLONG;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return access(buf, W_OK | X_OK) < 0 ? -errno : 0;
+	return rc < 0 ? rc : access(path, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
 static int setup_targets(struct daemon *d)
@@ -540,16 +523,6 @@ static void teardown(struct daemon *d)
 	pthread_mutex_destroy(&d->mu);
 }
 
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
 int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 		  struct fx_daemon_stats *stats)
 {
@@ -575,7 +548,6 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	gethostname(d->host, sizeof(d->host) - 1);
 	if (fx_config_label(cfg, "host"))
 		snprintf(d->host, sizeof(d->host), "%s", fx_config_label(cfg, "host"));
-	raise_fd_limit();
 	ret = make_dirs(cfg->output.directory);
 	if (ret < 0) {
 		fx_log(FX_LOG_ERR, "cannot write chunks to '%s' (output.directory): %s",
@@ -643,8 +615,8 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	d->pub_started = true;
 	pthread_setname_np(d->pub, "fx-publish");
 
-	wall = now_ns(CLOCK_REALTIME);
-	mono = now_ns(CLOCK_MONOTONIC);
+	wall = fx_now_ns(CLOCK_REALTIME);
+	mono = fx_now_ns(CLOCK_MONOTONIC);
 	d->wall_minus_mono = (int64_t)wall - (int64_t)mono;
 	/* Windows align to the wall clock: the first one ends at the next
 	 * multiple of the window length since the epoch. */
@@ -659,7 +631,7 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	       cfg->upload.url ? "uploaded from the spool in" : "in",
 	       cfg->upload.url ? cfg->spool.directory : cfg->output.directory);
 	while (!*stop) {
-		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 		int64_t left;
 
 		if (now >= d->win_end)
@@ -668,7 +640,7 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 			recheck_targets(d);
 			last_check = now;
 		}
-		left = (int64_t)(d->win_end - now_ns(CLOCK_MONOTONIC)) / 1000000;
+		left = (int64_t)(d->win_end - fx_now_ns(CLOCK_MONOTONIC)) / 1000000;
 		ret = fx_sampler_poll(d->sampler,
 				      left < 0	   ? 0
 				      : left < 200 ? (int)left + 1
@@ -682,7 +654,7 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	/* Stopped: the partial window is written too. */
 	fx_sampler_disable(d->sampler);
 	fx_sampler_flush(d->sampler, fx_recorder_handle, &d->rec);
-	rotate(d, now_ns(CLOCK_MONOTONIC));
+	rotate(d, fx_now_ns(CLOCK_MONOTONIC));
 	ret = 0;
 out:
 	teardown(d);

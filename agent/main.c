@@ -28,6 +28,7 @@
 #include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
 #include "fxagent/unwind.h"
+#include "fxagent/util.h"
 #include "fxagent/window.h"
 
 #define EXIT_USAGE 2
@@ -339,14 +340,6 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 	return 0;
 }
 
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static bool progress;
 
 /* CPU time (user + system) this process used so far, in ns. */
@@ -444,7 +437,6 @@ static int record_once(const struct options *o)
 
 	fx_window_init(&window, 0);
 	gethostname(host, sizeof(host) - 1);
-	raise_fd_limit();
 	/* With upload.url and no --output, the snapshot goes through the spool
 	 * to the collector, as the agent's chunks do. */
 	if (!output && o->cfg->upload.url) {
@@ -478,14 +470,14 @@ static int record_once(const struct options *o)
 	fx_recorder_init(rec, &ropts, fx_sampler_fmt(sampler), procs, unwinder, &window);
 
 	cpu_start = cpu_ns();
-	start_wall_ns = now_ns(CLOCK_REALTIME);
-	start_ns = now_ns(CLOCK_MONOTONIC);
+	start_wall_ns = fx_now_ns(CLOCK_REALTIME);
+	start_ns = fx_now_ns(CLOCK_MONOTONIC);
 	deadline = start_ns + o->duration_ms * 1000000ull;
 	ret = fx_sampler_enable(sampler);
 	if (ret < 0)
 		goto out;
 	while (!stop_requested) {
-		uint64_t now = now_ns(CLOCK_MONOTONIC);
+		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 		int64_t left_ms = (int64_t)(deadline - now) / 1000000;
 
 		if (now >= deadline)
@@ -503,13 +495,13 @@ static int record_once(const struct options *o)
 		}
 	}
 	fx_sampler_disable(sampler);
-	end_ns = now_ns(CLOCK_MONOTONIC);
+	end_ns = fx_now_ns(CLOCK_MONOTONIC);
 	/* What the rings still hold belongs to the recording. */
 	ret = fx_sampler_flush(sampler, fx_recorder_handle, rec);
 	if (ret < 0)
 		goto out;
 	cpu_rec = cpu_ns() - cpu_start;
-	write_start = now_ns(CLOCK_MONOTONIC);
+	write_start = fx_now_ns(CLOCK_MONOTONIC);
 
 	for (size_t i = 0; i < o->cfg->nlabels && i < FX_CONFIG_MAX_LABELS; i++)
 		labels[i] =
@@ -618,7 +610,7 @@ static int record_once(const struct options *o)
 		"symbolize+write %.1f ms, %" PRIu64 " samples, %zu frames, %zu stacks, %zu objects",
 		(double)(end_ns - start_ns) / 1e9, (double)cpu_rec / 1e6,
 		100.0 * (double)cpu_rec / (double)(end_ns - start_ns),
-		(double)(now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
+		(double)(fx_now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
 		window.nframes, window.nstacks, rstats.objects);
 	if (fx_unwind_dwarf(unwinder)) {
 		const struct fx_dwunwind *dw = fx_unwind_dwarf(unwinder);
@@ -683,6 +675,7 @@ int main(int argc, char **argv)
 	o.include_idle = cfg.sampling.include_idle;
 	o.unwind = cfg.sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP;
 	o.stack_bytes = cfg.sampling.stack_bytes;
+	raise_fd_limit();
 	if (o.once) {
 		progress = isatty(STDERR_FILENO);
 		ret = record_once(&o) < 0 ? 1 : 0;

@@ -13,6 +13,7 @@
 
 #include "fxagent/log.h"
 #include "fxagent/upload.h"
+#include "fxagent/util.h"
 
 #define FAIL_LOG_EVERY_NS (60ull * 1000000000ull)
 
@@ -31,14 +32,6 @@ struct fx_shipper {
 	struct fx_shipper_stats st;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t next_random(struct fx_shipper *s)
 {
 	/* xorshift64*: jitter only needs to differ between agents */
@@ -53,7 +46,7 @@ static uint64_t next_random(struct fx_shipper *s)
 static void wait_until(struct fx_shipper *s, uint64_t deadline, bool wake_on_kick)
 {
 	while (!s->stopping && (!wake_on_kick || !s->kicked)) {
-		uint64_t now = now_ns();
+		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 		struct timespec ts;
 
 		if (now >= deadline)
@@ -74,7 +67,7 @@ static void wait_until(struct fx_shipper *s, uint64_t deadline, bool wake_on_kic
 static void on_failure(struct fx_shipper *s, const struct fx_chunk_info *info,
 		       const struct fx_upload_result *res)
 {
-	uint64_t now = now_ns();
+	uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 	struct fx_spool_stats sp;
 
 	s->st.retried++;
@@ -104,7 +97,7 @@ static void *run(void *arg)
 
 		pthread_mutex_lock(&s->mu);
 		stopping = s->stopping;
-		if (stopping && now_ns() >= s->stop_at) {
+		if (stopping && fx_now_ns(CLOCK_MONOTONIC) >= s->stop_at) {
 			pthread_mutex_unlock(&s->mu);
 			break;
 		}
@@ -115,7 +108,7 @@ static void *run(void *arg)
 				break;
 			pthread_mutex_lock(&s->mu);
 			pthread_cond_broadcast(&s->cv); /* for fx_shipper_wait_empty */
-			wait_until(s, now_ns() + 1000000000ull, true);
+			wait_until(s, fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull, true);
 			pthread_mutex_unlock(&s->mu);
 			continue;
 		}
@@ -148,7 +141,7 @@ static void *run(void *arg)
 			if (stopping)
 				break; /* one round only: the rest waits for the next start */
 			pthread_mutex_lock(&s->mu);
-			wait_until(s, now_ns() + delay * 1000000ull, false);
+			wait_until(s, fx_now_ns(CLOCK_MONOTONIC) + delay * 1000000ull, false);
 			pthread_mutex_unlock(&s->mu);
 		}
 		pthread_mutex_lock(&s->mu);
@@ -194,7 +187,7 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 	if (!s)
 		return -ENOMEM;
 	s->cfg = cfg;
-	s->rng = now_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
+	s->rng = fx_now_ns(CLOCK_MONOTONIC) ^ ((uint64_t)getpid() << 32) ^ 0x9e3779b97f4a7c15ULL;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	ret = fx_spool_open(&so, &s->spool);
@@ -234,14 +227,14 @@ void fx_shipper_kick(struct fx_shipper *s)
 
 bool fx_shipper_wait_empty(struct fx_shipper *s, uint64_t timeout_ms)
 {
-	uint64_t deadline = now_ns() + timeout_ms * 1000000ull;
+	uint64_t deadline = fx_now_ns(CLOCK_MONOTONIC) + timeout_ms * 1000000ull;
 	struct fx_spool_stats sp;
 
 	for (;;) {
 		fx_spool_get_stats(s->spool, &sp);
 		if (sp.pending == 0)
 			return true;
-		if (now_ns() >= deadline)
+		if (fx_now_ns(CLOCK_MONOTONIC) >= deadline)
 			return false;
 		pthread_mutex_lock(&s->mu);
 		if (!s->running) {
@@ -270,7 +263,7 @@ void fx_shipper_stop(struct fx_shipper *s, uint64_t deadline_ms)
 		return;
 	pthread_mutex_lock(&s->mu);
 	s->stopping = true;
-	s->stop_at = now_ns() + deadline_ms * 1000000ull;
+	s->stop_at = fx_now_ns(CLOCK_MONOTONIC) + deadline_ms * 1000000ull;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);

@@ -393,29 +393,6 @@ static void trim_rejected(struct fx_spool *sp)
 }
 
 /* mkdir -p @path, 0755. Returns 0 or -errno. */
-static int mkdir_parents(const char *path)
-{
-	char *buf = strdup(path);
-	int rc = 0;
-
-	if (!buf)
-		return -ENOMEM;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
-			rc = -errno;
-			break;
-		}
-		*p = '/';
-	}
-	if (!rc && mkdir(buf, 0755) < 0 && errno != EEXIST)
-		rc = -errno;
-	free(buf);
-	return rc;
-}
-
 /* Whether @name is "<chunk name>.tmp<anything>", a write that was cut short. */
 static bool is_temp_name(const char *name)
 {
@@ -437,6 +414,20 @@ static bool is_temp_name(const char *name)
 
 /* Takes stock of the spool directory: chunks become pending (unsorted),
  * temporary leftovers are removed, anything else is left alone. */
+/* Creates and opens the spool's subdirectory @name. Returns 0 or -errno
+ * (logged). */
+static int open_subdir(struct fx_spool *sp, const char *name, int *fd)
+{
+	if (mkdirat(sp->dirfd, name, 0755) < 0 && errno != EEXIST)
+		return fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/%s': %s", sp->dir,
+				    name, strerror(errno));
+	*fd = openat(sp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*fd < 0)
+		return fx_log_errno(FX_LOG_ERR, errno, "Failed to open '%s/%s': %s", sp->dir, name,
+				    strerror(errno));
+	return 0;
+}
+
 /* What an earlier run left in incoming/: whole chunks (written and renamed,
  * but not yet moved) go into the spool, interrupted writes are removed. */
 static void settle_incoming(struct fx_spool *sp)
@@ -553,7 +544,7 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 	while (len > 1 && sp->dir[len - 1] == '/')
 		sp->dir[--len] = '\0';
 
-	rc = mkdir_parents(sp->dir);
+	rc = fx_mkdir_parents(sp->dir);
 	if (rc < 0) {
 		rc = fx_log_errno(FX_LOG_ERR, -rc, "Failed to create the spool directory '%s': %s",
 				  sp->dir, strerror(-rc));
@@ -565,31 +556,11 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 				  sp->dir, strerror(errno));
 		goto fail;
 	}
-	if (mkdirat(sp->dirfd, REJECTED_DIR, 0755) < 0 && errno != EEXIST) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/" REJECTED_DIR "': %s",
-				  sp->dir, strerror(errno));
+	rc = open_subdir(sp, REJECTED_DIR, &sp->rejfd);
+	if (rc == 0)
+		rc = open_subdir(sp, INCOMING_DIR, &sp->incfd);
+	if (rc < 0)
 		goto fail;
-	}
-	sp->rejfd =
-		openat(sp->dirfd, REJECTED_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sp->rejfd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to open '%s/" REJECTED_DIR "': %s",
-				  sp->dir, strerror(errno));
-		goto fail;
-	}
-
-	if (mkdirat(sp->dirfd, INCOMING_DIR, 0755) < 0 && errno != EEXIST) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/" INCOMING_DIR "': %s",
-				  sp->dir, strerror(errno));
-		goto fail;
-	}
-	sp->incfd =
-		openat(sp->dirfd, INCOMING_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sp->incfd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to open '%s/" INCOMING_DIR "': %s",
-				  sp->dir, strerror(errno));
-		goto fail;
-	}
 	settle_incoming(sp);
 	rc = scan(sp);
 	if (rc < 0)

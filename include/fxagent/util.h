@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* util: the two helpers every table of the agent uses. */
+/* util: small helpers several modules share. */
 #ifndef FXAGENT_UTIL_H
 #define FXAGENT_UTIL_H
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 /* A 64-bit finalizer (murmur3's): spreads keys over power-of-two tables. */
 static inline uint64_t fx_mix64(uint64_t x)
@@ -42,6 +45,39 @@ static inline int fx_grow(void *arr, size_t *cap, size_t need, size_t elem)
 	*p = np;
 	*cap = ncap;
 	return 0;
+}
+
+/* The time of @clk in nanoseconds. */
+static inline uint64_t fx_now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* mkdir -p @path (mode 0755). Returns 0 or -errno. */
+static inline int fx_mkdir_parents(const char *path)
+{
+	char *buf = strdup(path);
+	int rc = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST) {
+			rc = -errno;
+			break;
+		}
+		*p = '/';
+	}
+	if (!rc && mkdir(buf, 0755) < 0 && errno != EEXIST)
+		rc = -errno;
+	free(buf);
+	return rc;
 }
 
 #endif

@@ -23,6 +23,8 @@ import fxtest
 from fxdaemon import Cgroups, CpuPoller, Daemon, HZ, check_chunk, spawn_in
 
 WINDOW = 2
+
+
 def body(t):
     cg = Cgroups()
     try:

@@ -22,6 +22,8 @@ import fxtest
 from fxdaemon import Cgroups, CpuPoller, Daemon, EPS_MS, HZ, check_chunk, spawn_in
 
 WINDOW = 2
+
+
 def body(t):
     cg = Cgroups()
     try:
