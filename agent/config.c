@@ -1464,17 +1464,29 @@ static int get_spool(struct ctx *x, const struct node *n)
 	return r;
 }
 
+static int get_metrics(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "textfile" };
+	const struct node *v[1], *k[1];
+	int r;
+
+	r = get_map(x, n, "metrics", "a mapping", keys, 1, v, k);
+	if (!r && v[0])
+		r = get_opt_path(x, v[0], "metrics.textfile", &x->c->metrics.textfile);
+	return r;
+}
+
 static int get_config(struct ctx *x, const struct node *root)
 {
-	static const char *const keys[] = { "sampling", "window", "targets",
-					    "labels",	"output", "symbolization",
-					    "log",	"upload", "spool" };
-	const struct node *v[9], *k[9];
+	static const char *const keys[] = { "sampling", "window",	 "targets", "labels",
+					    "output",	"symbolization", "log",	    "upload",
+					    "spool",	"metrics" };
+	const struct node *v[10], *k[10];
 	int r;
 
 	if (!root)
 		return 0;
-	r = get_map(x, root, "", "a mapping of sections (sampling, window, ...)", keys, 9, v, k);
+	r = get_map(x, root, "", "a mapping of sections (sampling, window, ...)", keys, 10, v, k);
 	if (!r && v[0])
 		r = get_sampling(x, v[0]);
 	if (!r && v[1])
@@ -1493,6 +1505,8 @@ static int get_config(struct ctx *x, const struct node *root)
 		r = get_upload(x, v[7]);
 	if (!r && v[8])
 		r = get_spool(x, v[8]);
+	if (!r && v[9])
+		r = get_metrics(x, v[9]);
 	return r;
 }
 
@@ -1658,6 +1672,7 @@ void fx_config_release(struct fx_config *c)
 	free(c->upload.cert_file);
 	free(c->upload.key_file);
 	free(c->spool.directory);
+	free(c->metrics.textfile);
 	memset(c, 0, sizeof(*c));
 }
 

@@ -90,6 +90,10 @@ struct fx_config {
 		uint64_t max_bytes; /* default 256 MiB */
 		uint64_t max_age_s; /* default 7 days; 0 = no limit */
 	} spool;
+	struct {
+		char *textfile; /* NULL (default): none; else the agent's counters are
+				   written there after every window (Prometheus text) */
+	} metrics;
 };
 
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */

@@ -106,6 +106,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	assert_string_equal(a->spool.directory, b->spool.directory);
 	assert_int_equal(a->spool.max_bytes, b->spool.max_bytes);
 	assert_int_equal(a->spool.max_age_s, b->spool.max_age_s);
+	assert_str_or_null(a->metrics.textfile, b->metrics.textfile);
 }
 
 static void check_defaults(const struct fx_config *c)
@@ -191,6 +192,7 @@ static void check_full(const struct fx_config *c)
 	assert_string_equal(c->spool.directory, "/srv/fxagent/spool");
 	assert_int_equal(c->spool.max_bytes, 3ull << 30);
 	assert_int_equal(c->spool.max_age_s, 36 * 3600);
+	assert_string_equal(c->metrics.textfile, "/var/lib/node-exporter/fxagent.prom");
 }
 
 static void check_low_edges(const struct fx_config *c)
@@ -444,7 +446,7 @@ static const struct tcase cases[] = {
 	{ "billion laughs: refused at the first alias looked at", NULL, 0, gen_billion_laughs, NULL,
 	  -EINVAL,
 	  ":1:1: a: unknown key, expected one of sampling, window, targets, labels, output, "
-	  "symbolization, log, upload, spool",
+	  "symbolization, log, upload, spool, metrics",
 	  NULL },
 	{ "an alias of a whole target",
 	  "targets:\n  - &t {name: a, pid: 1, labels: {k: v}}\n  - *t\n", 0, NULL, NULL, -EINVAL,
@@ -468,7 +470,7 @@ static const struct tcase cases[] = {
 	  NULL },
 	{ "unknown top-level key", "sampling: {}\nsampler: {}\n", 0, NULL, NULL, -EINVAL,
 	  ":2:1: sampler: unknown key, expected one of sampling, window, targets, labels, output, "
-	  "symbolization, log, upload, spool",
+	  "symbolization, log, upload, spool, metrics",
 	  NULL },
 	{ "unknown key in a section", "sampling:\n  freq: 99\n", 0, NULL, NULL, -EINVAL,
 	  ":2:3: sampling.freq: unknown key, expected one of frequency, unwind, stack_bytes, "
@@ -535,6 +537,10 @@ static const struct tcase cases[] = {
 	/* Strings and paths. */
 	{ "a relative output directory", "output:\n  directory: chunks\n", 0, NULL, NULL, -EINVAL,
 	  ":2:14: output.directory: expected an absolute path, got \"chunks\"", NULL },
+	{ "a relative metrics file", "metrics:\n  textfile: fxagent.prom\n", 0, NULL, NULL, -EINVAL,
+	  ":2:13: metrics.textfile: expected an absolute path, got \"fxagent.prom\"", NULL },
+	{ "an unknown metrics key", "metrics:\n  text_file: /x.prom\n", 0, NULL, NULL, -EINVAL,
+	  ":2:3: metrics.text_file: unknown key, expected one of textfile", NULL },
 	{ "a NUL character in a string", "output:\n  directory: \"/var/\\0/x\"\n", 0, NULL, NULL,
 	  -EINVAL,
 	  ":2:14: output.directory: expected an absolute path, got a string containing a NUL "
@@ -957,6 +963,7 @@ static void test_defaults(void **state)
 	assert_string_equal(c->spool.directory, "/var/lib/fxagent/spool");
 	assert_int_equal(c->spool.max_bytes, 256ull << 20);
 	assert_int_equal(c->spool.max_age_s, 7 * 86400);
+	assert_null(c->metrics.textfile);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
 	fx_config_release(c);
