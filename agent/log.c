@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/log.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define SD_JOURNAL_SUPPRESS_LOCATION
+#include <systemd/sd-journal.h>
 
 static enum fx_log_level log_level = FX_LOG_NOTICE;
+static bool to_journal;
 
 void fx_log_set_level(enum fx_log_level level)
 {
@@ -15,14 +25,67 @@ enum fx_log_level fx_log_get_level(void)
 	return log_level;
 }
 
-__attribute__((format(printf, 2, 0))) static void log_va(enum fx_log_level level, const char *fmt,
-							 va_list ap)
+/* systemd's own rule: stderr is the journal when JOURNAL_STREAM names its
+ * device and inode. INVOCATION_ID alone (a service whose stderr goes
+ * elsewhere) counts too, unless stderr is a terminal: shells started by a
+ * terminal that runs as a service inherit INVOCATION_ID. */
+bool fx_log_journal_wanted(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+
+	if (js && sscanf(js, "%llu:%llu", &dev, &ino) == 2 && fstat(STDERR_FILENO, &st) == 0 &&
+	    (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino)
+		return true;
+	return getenv("INVOCATION_ID") && !isatty(STDERR_FILENO);
+}
+
+void fx_log_open(void)
+{
+	to_journal = fx_log_journal_wanted();
+}
+
+bool fx_log_to_journal(void)
+{
+	return to_journal;
+}
+
+static int journal_send(enum fx_log_level level, const char *target, const char *chunk_id,
+			const char *msg)
+{
+	char prio[16], tgt[128], chunk[128], mbuf[1100];
+	struct iovec iov[5];
+	int n = 0;
+
+	snprintf(mbuf, sizeof(mbuf), "MESSAGE=%s", msg);
+	snprintf(prio, sizeof(prio), "PRIORITY=%d", (int)level);
+	iov[n++] = (struct iovec){ mbuf, strlen(mbuf) };
+	iov[n++] = (struct iovec){ prio, strlen(prio) };
+	iov[n++] = (struct iovec){ (char *)"SYSLOG_IDENTIFIER=fxagent", 25 };
+	if (target) {
+		snprintf(tgt, sizeof(tgt), "TARGET=%s", target);
+		iov[n++] = (struct iovec){ tgt, strlen(tgt) };
+	}
+	if (chunk_id) {
+		snprintf(chunk, sizeof(chunk), "CHUNK_ID=%s", chunk_id);
+		iov[n++] = (struct iovec){ chunk, strlen(chunk) };
+	}
+	return sd_journal_sendv(iov, n);
+}
+
+__attribute__((format(printf, 4, 0))) static void log_va(enum fx_log_level level,
+							 const char *target, const char *chunk_id,
+							 const char *fmt, va_list ap)
 {
 	char buf[1024];
 
 	if (level > log_level)
 		return;
 	vsnprintf(buf, sizeof(buf), fmt, ap);
+	/* journald gone (stopping, or a test's fake environment): stderr. */
+	if (to_journal && journal_send(level, target, chunk_id, buf) == 0)
+		return;
 	/* One fprintf per message so concurrent threads do not interleave lines. */
 	fprintf(stderr, "fxagent: %s\n", buf);
 }
@@ -32,7 +95,17 @@ void fx_log(enum fx_log_level level, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_va(level, fmt, ap);
+	log_va(level, NULL, NULL, fmt, ap);
+	va_end(ap);
+}
+
+void fx_log_fields(enum fx_log_level level, const char *target, const char *chunk_id,
+		   const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_va(level, target, chunk_id, fmt, ap);
 	va_end(ap);
 }
 
@@ -41,7 +114,7 @@ int fx_log_errno(enum fx_log_level level, int err, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_va(level, fmt, ap);
+	log_va(level, NULL, NULL, fmt, ap);
 	va_end(ap);
 	return err > 0 ? -err : err;
 }

@@ -75,10 +75,11 @@ static void on_failure(struct fx_shipper *s, const struct fx_chunk_info *info,
 	if (s->failing && now - s->last_fail_log < FAIL_LOG_EVERY_NS)
 		return;
 	fx_spool_get_stats(s->spool, &sp);
-	fx_warn("upload of chunk %s (target %s) failed: %s; retrying, %" PRIu64 " chunks (%" PRIu64
-		" bytes) wait in the spool",
-		info->id, info->target, res->error[0] ? res->error : "no answer", sp.pending,
-		sp.bytes);
+	fx_log_fields(FX_LOG_WARN, info->target, info->id,
+		      "upload of chunk %s (target %s) failed: %s; retrying, %" PRIu64
+		      " chunks (%" PRIu64 " bytes) wait in the spool",
+		      info->id, info->target, res->error[0] ? res->error : "no answer", sp.pending,
+		      sp.bytes);
 	s->failing = true;
 	s->last_fail_log = now;
 }
@@ -125,10 +126,12 @@ static void *run(void *arg)
 			s->failing = false;
 			attempt = 0;
 		} else if (res.outcome == FX_UPLOAD_REJECT) {
-			fx_err("the collector refused chunk %s (target %s, window seq %" PRId64
-			       "): HTTP %ld: %s; it was moved to the spool's rejected/",
-			       info.id, info.target, info.seq, res.status,
-			       res.body[0] ? res.body : res.error);
+			fx_log_fields(
+				FX_LOG_ERR, info.target, info.id,
+				"the collector refused chunk %s (target %s, window seq %" PRId64
+				"): HTTP %ld: %s; it was moved to the spool's rejected/",
+				info.id, info.target, info.seq, res.status,
+				res.body[0] ? res.body : res.error);
 			fx_spool_reject(s->spool, &info);
 			s->st.rejected++;
 			attempt = 0;
