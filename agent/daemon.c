@@ -20,7 +20,9 @@
 #include "fxagent/procs.h"
 #include "fxagent/recorder.h"
 #include "fxagent/report.h"
+#include "fxagent/metrics.h"
 #include "fxagent/sampler.h"
+#include "fxagent/service.h"
 #include "fxagent/shipper.h"
 #include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
@@ -44,6 +46,26 @@ struct target_rt {
 	size_t nlabels;
 };
 
+/* One loaded config and the targets it names. Closed windows keep a
+ * reference until they are written, so a reload never pulls the config from
+ * under the publisher. */
+struct gen {
+	const struct fx_config *cfg;
+	struct fx_config *owned; /* reloaded configs are the daemon's */
+	struct target_rt *t;
+	size_t nt;
+	bool cgroup_mode;
+	bool filter_procs; /* process/pid targets present */
+	char host[256];
+	unsigned refs; /* under daemon.mu */
+};
+
+/* Agent-wide totals, as of a window's end (the metrics file's counters). */
+struct totals {
+	uint64_t windows, samples, lost, truncated, dropped;
+	size_t targets, attached;
+};
+
 struct job {
 	struct target_rt *t;
 	struct fx_window *win;
@@ -53,6 +75,8 @@ struct job {
 
 struct batch {
 	struct batch *next;
+	struct gen *g;
+	struct totals tot;
 	int64_t seq;
 	uint64_t start_mono, end_mono;
 	double start_wall_ms, end_wall_ms;
@@ -61,21 +85,26 @@ struct batch {
 };
 
 struct daemon {
+	/* The current config and its targets: copies of g's fields. */
+	struct gen *g;
 	const struct fx_config *cfg;
+	struct target_rt *t;
+	size_t nt;
+	bool cgroup_mode;
+	bool filter_procs;
+	struct fx_config *pending; /* reloaded, applied at the next window */
+	const struct fx_daemon_ctl *ctl;
+	struct fx_service_watchdog wd;
 	struct fx_sampler *sampler;
 	struct fx_objects *objs;
 	struct fx_procs *procs;
 	struct fx_unwinder *unwinder;
 	struct fx_recorder rec;
-	struct target_rt *t;
-	size_t nt;
-	bool cgroup_mode;
-	bool filter_procs; /* process/pid targets present */
 	char mount[PATH_MAX];
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */
 	int64_t wall_minus_mono;     /* ns */
 	int64_t seq;
-	char host[256];
+	struct totals tot;
 	/* publisher */
 	pthread_t pub;
 	bool pub_started;
@@ -83,7 +112,12 @@ struct daemon {
 	pthread_cond_t cv;
 	struct batch *head, *tail;
 	bool quit;
-	struct fx_shipper *shipper; /* NULL without upload.url */
+	struct fx_shipper *shipper;	     /* NULL without upload.url; the publisher's */
+	struct gen *ship_gen;		     /* the config the shipper was started with */
+	struct gen *sym_gen;		     /* the publisher's first config */
+	struct fx_shipper_stats up_base;     /* counts of the shippers replaced */
+	struct fx_symbolizer_stats sym_base; /* and of the symbolizers */
+	bool metrics_failed;		     /* said once */
 	struct fx_daemon_stats stats;
 };
 
@@ -129,10 +163,10 @@ static void resolve_target(struct daemon *d, size_t i)
 			t->cg_id = 0;
 		}
 		if (!t->said_missing)
-			fx_log(FX_LOG_NOTICE,
-			       "target %s: %s has no cgroup yet; looking again every "
-			       "window",
-			       t->name, t->cfg->value);
+			fx_log_fields(FX_LOG_NOTICE, t->name, NULL,
+				      "target %s: %s has no cgroup yet; looking again every "
+				      "window",
+				      t->name, t->cfg->value);
 		t->said_missing = true;
 		return;
 	}
@@ -142,12 +176,13 @@ static void resolve_target(struct daemon *d, size_t i)
 			fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
 		ret = fx_sampler_add_cgroup(d->sampler, fd, (uint32_t)i);
 		if (ret < 0) {
-			fx_log(FX_LOG_ERR, "target %s: cannot sample cgroup %s: %s", t->name, rel,
-			       strerror(-ret));
+			fx_log_fields(FX_LOG_ERR, t->name, NULL,
+				      "target %s: cannot sample cgroup %s: %s", t->name, rel,
+				      strerror(-ret));
 			t->cg_id = 0;
 		} else {
-			fx_log(t->said_missing || t->cg_id ? FX_LOG_NOTICE : FX_LOG_INFO,
-			       "target %s: sampling cgroup %s", t->name, rel);
+			fx_log_fields(t->said_missing || t->cg_id ? FX_LOG_NOTICE : FX_LOG_INFO,
+				      t->name, NULL, "target %s: sampling cgroup %s", t->name, rel);
 			t->cg_id = id;
 			t->said_missing = false;
 		}
@@ -222,14 +257,48 @@ static void on_lost(void *ctx, uint64_t time_ns, uint64_t count)
 	struct daemon *d = ctx;
 
 	(void)time_ns;
+	d->tot.lost += count;
 	/* A ring does not say whose samples it lost: every window says it. */
 	for (size_t i = 0; i < d->nt; i++)
 		d->t[i].win->counters.lost += count;
 }
 
+static void gen_get_locked(struct gen *g)
+{
+	g->refs++;
+}
+
+static void gen_free(struct gen *g)
+{
+	for (size_t i = 0; i < g->nt; i++) {
+		window_free(g->t[i].win);
+		free(g->t[i].labels);
+	}
+	free(g->t);
+	if (g->owned) {
+		fx_config_release(g->owned);
+		free(g->owned);
+	}
+	free(g);
+}
+
+static void gen_put(struct daemon *d, struct gen *g)
+{
+	bool last;
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&d->mu);
+	last = --g->refs == 0;
+	pthread_mutex_unlock(&d->mu);
+	if (last)
+		gen_free(g);
+}
+
 static void publish(struct daemon *d, struct batch *b)
 {
 	pthread_mutex_lock(&d->mu);
+	gen_get_locked(b->g);
 	if (d->tail)
 		d->tail->next = b;
 	else
@@ -239,15 +308,15 @@ static void publish(struct daemon *d, struct batch *b)
 	pthread_mutex_unlock(&d->mu);
 }
 
-/* Closes the open windows at @end (CLOCK_MONOTONIC) and opens the next ones.
- * This is all the sampler thread spends on a window change. */
-static void rotate(struct daemon *d, uint64_t end)
+/* Closes the open windows at @end (CLOCK_MONOTONIC) and hands them to the
+ * publisher. With @reopen, fresh windows take their place; without, the
+ * targets are left without windows (a reload replaces them). */
+static void close_windows(struct daemon *d, uint64_t end, bool reopen)
 {
-	uint64_t t0 = fx_now_ns(CLOCK_MONOTONIC), c0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID), took,
-		 cpu;
 	struct batch *b = calloc(1, sizeof(*b) + d->nt * sizeof(struct job));
 
 	if (b) {
+		b->g = d->g;
 		b->seq = d->seq;
 		b->start_mono = d->win_start;
 		b->end_mono = end;
@@ -255,23 +324,54 @@ static void rotate(struct daemon *d, uint64_t end)
 		b->start_wall_ms = (double)((int64_t)d->win_start + d->wall_minus_mono) / 1e6;
 		b->end_wall_ms = (double)((int64_t)end + d->wall_minus_mono) / 1e6;
 		for (size_t i = 0; i < d->nt; i++) {
-			struct fx_window *fresh = window_new(d->cfg);
+			struct fx_window *fresh = reopen ? window_new(d->cfg) : NULL;
 			struct job *j = &b->jobs[b->njobs];
 
-			if (!fresh)
+			if (reopen && !fresh)
 				break; /* out of memory: this target's window goes on */
 			j->t = &d->t[i];
 			j->win = d->t[i].win;
 			if (fx_procs_names(d->procs, j->win, &j->names, &j->nnames) < 0)
 				j->nnames = 0;
-			d->stats.samples += j->win->counters.samples;
+			d->tot.samples += j->win->counters.samples;
+			d->tot.truncated += j->win->counters.truncated;
+			d->tot.dropped += j->win->counters.dropped_stacks;
 			d->t[i].win = fresh;
 			b->njobs++;
 		}
-		publish(d, b);
 	}
 	d->seq++;
 	d->stats.windows++;
+	d->tot.windows++;
+	d->tot.targets = d->nt;
+	d->tot.attached = 0;
+	for (size_t i = 0; i < d->nt; i++)
+		d->tot.attached += d->t[i].cgroup ? d->t[i].cg_id != 0 : 1;
+	if (b) {
+		b->tot = d->tot;
+		publish(d, b);
+	}
+	d->stats.samples = d->tot.samples;
+}
+
+/* The end of the window that starts at @start: the next multiple of the
+ * window length since the epoch (windows align to the wall clock). */
+static uint64_t window_end(const struct daemon *d, uint64_t start)
+{
+	const uint64_t wlen = (uint64_t)d->cfg->window.seconds * 1000000000ull;
+	uint64_t wall = (uint64_t)((int64_t)start + d->wall_minus_mono);
+
+	return start + (wlen - wall % wlen);
+}
+
+/* Closes the open windows at @end and opens the next ones. This is all the
+ * sampler thread spends on a window change. */
+static void rotate(struct daemon *d, uint64_t end)
+{
+	uint64_t t0 = fx_now_ns(CLOCK_MONOTONIC), c0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID), took,
+		 cpu;
+
+	close_windows(d, end, true);
 	fx_procs_sweep(d->procs);
 	resolve_targets(d);
 	d->win_start = end;
@@ -290,15 +390,15 @@ static void before_sample(void *ctx, uint64_t time_ns)
 {
 	struct daemon *d = ctx;
 
-	/* Rotation follows the samples' own clock: each lands in one window. */
-	while (time_ns >= d->win_end)
+	/* Rotation follows the samples' own clock: each lands in one window.
+	 * With a reload pending, the main loop cuts the window instead. */
+	while (time_ns >= d->win_end && !d->pending)
 		rotate(d, d->win_end);
 }
 
 /* ---- publisher thread ---- */
 
-static void chunk_path(const struct daemon *d, const struct batch *b, const struct job *j,
-		       char *out, size_t len)
+static void chunk_path(const struct batch *b, const struct job *j, char *out, size_t len)
 {
 	time_t sec = (time_t)(b->start_wall_ms / 1000);
 	struct tm tm;
@@ -306,13 +406,15 @@ static void chunk_path(const struct daemon *d, const struct batch *b, const stru
 
 	gmtime_r(&sec, &tm);
 	strftime(ts, sizeof(ts), "%Y%m%dT%H%M%SZ", &tm);
-	snprintf(out, len, "%s/%s-%s-%06" PRId64 ".json.gz", d->cfg->output.directory, j->t->name,
-		 ts, b->seq);
+	snprintf(out, len, "%s/%s-%s-%06" PRId64 ".json.gz", b->g->cfg->output.directory,
+		 j->t->name, ts, b->seq);
 }
 
 static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struct fx_kallsyms *ks,
 			struct batch *b)
 {
+	const struct fx_config *cfg = b->g->cfg;
+
 	for (size_t i = 0; i < b->njobs; i++) {
 		struct job *j = &b->jobs[i];
 		struct fx_report_stats rs;
@@ -328,9 +430,9 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 				.start_ns = b->start_mono,
 				.end_ns = b->end_mono,
 				.end_time_ms = b->end_wall_ms,
-				.interval_ms = 1000.0 / d->cfg->sampling.frequency,
+				.interval_ms = 1000.0 / cfg->sampling.frequency,
 				.product = "fxagent",
-				.host = d->host,
+				.host = b->g->host,
 				.target = j->t->name,
 				.seq = b->seq,
 				.labels = j->t->labels,
@@ -348,19 +450,23 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 					      .end_ms = (int64_t)(b->end_wall_ms + 0.5),
 					      .seq = b->seq };
 		char path[PATH_MAX];
+		const char *id;
 
 		if (d->shipper) {
 			/* Into the spool first: nothing is lost if the upload fails. */
 			snprintf(info.target, sizeof(info.target), "%s", j->t->name);
 			fx_spool_new_id(&info);
 			fx_spool_path(fx_shipper_spool(d->shipper), &info, path, sizeof(path));
+			id = info.id;
 		} else {
-			chunk_path(d, b, j, path, sizeof(path));
+			chunk_path(b, j, path, sizeof(path));
+			id = strrchr(path, '/') + 1;
 		}
 		if (fx_report_write(&in, path, &rs) == 0) {
 			__atomic_add_fetch(&d->stats.chunks, 1, __ATOMIC_RELAXED);
-			fx_log(FX_LOG_INFO, "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes",
-			       path, rs.profile.samples, rs.profile.bytes);
+			fx_log_fields(FX_LOG_INFO, j->t->name, id,
+				      "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes", path,
+				      rs.profile.samples, rs.profile.bytes);
 			if (d->shipper) {
 				fx_spool_add(fx_shipper_spool(d->shipper), &info);
 				fx_shipper_kick(d->shipper);
@@ -371,7 +477,6 @@ static void write_batch(struct daemon *d, struct fx_symbolizer *sym, const struc
 		window_free(j->win);
 		free(j->names);
 	}
-	free(b);
 }
 
 /* A hash of /proc/modules: kernel symbols change only when modules do, and
@@ -392,18 +497,121 @@ static uint64_t modules_hash(void)
 	return h;
 }
 
+static bool same_symbolization(const struct fx_config *a, const struct fx_config *b)
+{
+	if (a->symbolization.demangle != b->symbolization.demangle ||
+	    a->symbolization.ndebug_dirs != b->symbolization.ndebug_dirs)
+		return false;
+	for (size_t i = 0; i < a->symbolization.ndebug_dirs; i++)
+		if (strcmp(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]))
+			return false;
+	return true;
+}
+
+static struct fx_symbolizer *symbolizer_for(const struct fx_config *cfg)
+{
+	const char *const *dirs = (const char *const *)cfg->symbolization.debug_dirs;
+	struct fx_symbolizer_opts so = { .debug_dirs = cfg->symbolization.ndebug_dirs ? dirs : NULL,
+					 .no_demangle = !cfg->symbolization.demangle };
+
+	return fx_symbolizer_new(&so);
+}
+
+/* A reloaded config gets a new uploader: upload settings, tokens and
+ * certificates are read again. What the old one had not sent stays in its
+ * spool; the new one picks it up when the spool is the same. */
+static void switch_shipper(struct daemon *d, struct gen *g)
+{
+	int ret;
+
+	fx_shipper_stop(d->shipper, 0);
+	d->shipper = NULL;
+	gen_put(d, d->ship_gen);
+	pthread_mutex_lock(&d->mu);
+	gen_get_locked(g);
+	pthread_mutex_unlock(&d->mu);
+	d->ship_gen = g;
+	if (!g->cfg->upload.url)
+		return;
+	ret = fx_shipper_start(g->cfg, g->host, &d->shipper);
+	if (ret < 0)
+		fx_log(FX_LOG_ERR, "uploads stop until the next reload; chunks go to %s meanwhile",
+		       g->cfg->output.directory);
+}
+
+/* The agent's counters, for node_exporter's textfile collector. */
+static void write_metrics(struct daemon *d, const struct batch *b, const struct fx_symbolizer *sym,
+			  const struct fx_shipper_stats *st)
+{
+	const char *path = b->g->cfg->metrics.textfile;
+	struct fx_symbolizer_stats ss = { 0 };
+	const struct totals *t = &b->tot;
+	int ret;
+
+	if (!path)
+		return;
+	if (sym)
+		fx_symbolizer_get_stats(sym, &ss);
+	const struct fx_metric m[] = {
+		{ "fxagent_windows_total", "Windows closed.", false, NULL, NULL,
+		  (double)t->windows },
+		{ "fxagent_samples_total", "Samples recorded.", false, NULL, NULL,
+		  (double)t->samples },
+		{ "fxagent_lost_samples_total", "Samples the kernel lost (rings overflowed).",
+		  false, NULL, NULL, (double)t->lost },
+		{ "fxagent_truncated_stacks_total", "Samples whose stack was cut short.", false,
+		  NULL, NULL, (double)t->truncated },
+		{ "fxagent_dropped_stacks_total",
+		  "Samples whose stack did not fit under window.max_stacks.", false, NULL, NULL,
+		  (double)t->dropped },
+		{ "fxagent_chunks_written_total", "Chunks written.", false, NULL, NULL,
+		  (double)__atomic_load_n(&d->stats.chunks, __ATOMIC_RELAXED) },
+		{ "fxagent_chunk_errors_total", "Chunks that could not be written.", false, NULL,
+		  NULL, (double)__atomic_load_n(&d->stats.chunk_errors, __ATOMIC_RELAXED) },
+		{ "fxagent_chunks_uploaded_total", "Chunks the collector accepted.", false, NULL,
+		  NULL, (double)(d->up_base.uploaded + st->uploaded) },
+		{ "fxagent_upload_retries_total", "Failed uploads that will be tried again.", false,
+		  NULL, NULL, (double)(d->up_base.retried + st->retried) },
+		{ "fxagent_chunks_rejected_total",
+		  "Chunks the collector refused (moved to rejected/).", false, NULL, NULL,
+		  (double)(d->up_base.rejected + st->rejected) },
+		{ "fxagent_chunks_dropped_total", "Chunks dropped by the spool's bounds.", false,
+		  NULL, NULL, (double)(d->up_base.dropped + st->dropped) },
+		{ "fxagent_spool_chunks", "Chunks waiting in the spool.", true, NULL, NULL,
+		  (double)st->pending },
+		{ "fxagent_spool_bytes", "Bytes of the chunks waiting in the spool.", true, NULL,
+		  NULL, (double)st->spool_bytes },
+		{ "fxagent_symbol_lookups_total", "Addresses symbolized.", false, NULL, NULL,
+		  (double)(d->sym_base.lookups + ss.lookups) },
+		{ "fxagent_symbol_cache_hits_total", "Addresses answered from the symbol cache.",
+		  false, NULL, NULL, (double)(d->sym_base.cache_hits + ss.cache_hits) },
+		{ "fxagent_targets", "Targets configured (1: the whole system).", true, NULL, NULL,
+		  (double)t->targets },
+		{ "fxagent_targets_sampled", "Targets being sampled (a cgroup found).", true, NULL,
+		  NULL, (double)t->attached },
+		{ "fxagent_last_window_end_seconds", "Wall-clock end of the last window written.",
+		  true, NULL, NULL, b->end_wall_ms / 1000.0 },
+		{ "fxagent_info", "The agent's version.", true, "version", FX_VERSION, 1 },
+	};
+
+	ret = fx_metrics_write(path, m, sizeof(m) / sizeof(m[0]));
+	if (ret < 0 && !d->metrics_failed)
+		fx_log(FX_LOG_WARN, "cannot write the metrics file %s (metrics.textfile): %s", path,
+		       strerror(-ret));
+	d->metrics_failed = ret < 0;
+}
+
 static void *publisher(void *arg)
 {
 	struct daemon *d = arg;
-	const char *const *dirs = (const char *const *)d->cfg->symbolization.debug_dirs;
-	struct fx_symbolizer_opts so = { .debug_dirs =
-						 d->cfg->symbolization.ndebug_dirs ? dirs : NULL,
-					 .no_demangle = !d->cfg->symbolization.demangle };
-	struct fx_symbolizer *sym = fx_symbolizer_new(&so);
+	struct gen *sym_gen = d->sym_gen; /* the config the symbolizer was made for */
+	struct fx_symbolizer *sym = symbolizer_for(sym_gen->cfg);
 	struct fx_kallsyms *ks = NULL;
 	uint64_t ks_modules = 0;
 
 	for (;;) {
+		struct fx_shipper_stats st = { 0 };
+		uint64_t nsamples = 0;
 		struct batch *b;
 
 		pthread_mutex_lock(&d->mu);
@@ -418,7 +626,37 @@ static void *publisher(void *arg)
 		pthread_mutex_unlock(&d->mu);
 		if (!b)
 			break; /* quit, and nothing left */
-		if (d->cfg->sampling.kernel_stacks) {
+		if (b->g != d->ship_gen) {
+			if (d->shipper) {
+				fx_shipper_get_stats(d->shipper, &st);
+				d->up_base.uploaded += st.uploaded;
+				d->up_base.retried += st.retried;
+				d->up_base.rejected += st.rejected;
+				d->up_base.dropped += st.dropped;
+			}
+			switch_shipper(d, b->g);
+		}
+		if (!same_symbolization(sym_gen->cfg, b->g->cfg)) {
+			struct fx_symbolizer *ns = symbolizer_for(b->g->cfg);
+
+			if (ns) {
+				struct fx_symbolizer_stats ss;
+
+				fx_symbolizer_get_stats(sym, &ss);
+				d->sym_base.lookups += ss.lookups;
+				d->sym_base.cache_hits += ss.cache_hits;
+				fx_symbolizer_free(sym);
+				sym = ns;
+			}
+		}
+		if (sym_gen != b->g) {
+			pthread_mutex_lock(&d->mu);
+			gen_get_locked(b->g);
+			pthread_mutex_unlock(&d->mu);
+			gen_put(d, sym_gen);
+			sym_gen = b->g;
+		}
+		if (b->g->cfg->sampling.kernel_stacks) {
 			uint64_t h = modules_hash();
 
 			/* Modules come and go: read the kernel's symbols again then. */
@@ -428,11 +666,12 @@ static void *publisher(void *arg)
 				ks_modules = h;
 			}
 		}
+		for (size_t i = 0; i < b->njobs; i++)
+			nsamples += b->jobs[i].win->counters.samples;
 		if (sym)
 			write_batch(d, sym, ks, b);
+		memset(&st, 0, sizeof(st));
 		if (d->shipper) {
-			struct fx_shipper_stats st;
-
 			fx_shipper_get_stats(d->shipper, &st);
 			fx_log(FX_LOG_INFO,
 			       "upload: %" PRIu64 " chunks uploaded, %" PRIu64 " retried, %" PRIu64
@@ -441,9 +680,19 @@ static void *publisher(void *arg)
 			       st.uploaded, st.retried, st.rejected, st.dropped, st.pending,
 			       st.spool_bytes);
 		}
+		write_metrics(d, b, sym, &st);
+		fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64
+				   " samples in the last window; %" PRIu64
+				   " chunks written, %" PRIu64 " uploaded, %" PRIu64 " pending",
+				   b->tot.attached, b->tot.targets, nsamples,
+				   __atomic_load_n(&d->stats.chunks, __ATOMIC_RELAXED),
+				   d->up_base.uploaded + st.uploaded, st.pending);
+		gen_put(d, b->g);
+		free(b);
 	}
 	fx_kallsyms_free(ks);
 	fx_symbolizer_free(sym);
+	gen_put(d, sym_gen);
 	return NULL;
 }
 
@@ -457,29 +706,38 @@ static int make_dirs(const char *path)
 	return rc < 0 ? rc : access(path, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
-static int setup_targets(struct daemon *d)
+/* The targets of @cfg, each with an open window. @owned (may be NULL) is
+ * freed with the gen. Returns NULL when out of memory. */
+static struct gen *gen_new(const struct fx_config *cfg, struct fx_config *owned)
 {
-	const struct fx_config *cfg = d->cfg;
 	size_t n = cfg->ntargets ? cfg->ntargets : 1;
+	struct gen *g = calloc(1, sizeof(*g));
 
-	d->t = calloc(n, sizeof(*d->t));
-	if (!d->t)
-		return -ENOMEM;
-	d->nt = n;
+	if (!g)
+		return NULL;
+	g->cfg = cfg;
+	g->refs = 1;
+	g->t = calloc(n, sizeof(*g->t));
+	if (!g->t)
+		goto fail;
+	g->nt = n;
+	gethostname(g->host, sizeof(g->host) - 1);
+	if (fx_config_label(cfg, "host"))
+		snprintf(g->host, sizeof(g->host), "%s", fx_config_label(cfg, "host"));
 	for (size_t i = 0; i < n; i++) {
-		struct target_rt *t = &d->t[i];
+		struct target_rt *t = &g->t[i];
 		const struct fx_target *tc = cfg->ntargets ? &cfg->targets[i] : NULL;
 		size_t nl = cfg->nlabels + (tc ? tc->nlabels : 0), k = 0;
 
 		t->cfg = tc;
 		t->name = tc ? tc->name : "system";
 		t->cgroup = tc && is_cgroup_kind(tc);
-		d->cgroup_mode |= t->cgroup;
-		d->filter_procs |= tc && !t->cgroup;
+		g->cgroup_mode |= t->cgroup;
+		g->filter_procs |= tc && !t->cgroup;
 		t->win = window_new(cfg);
 		t->labels = calloc(nl + 1, sizeof(*t->labels));
 		if (!t->win || !t->labels)
-			return -ENOMEM;
+			goto fail;
 		for (size_t l = 0; l < cfg->nlabels; l++)
 			t->labels[k++] =
 				(struct fx_profile_kv){ cfg->labels[l].key, cfg->labels[l].value };
@@ -488,6 +746,194 @@ static int setup_targets(struct daemon *d)
 				(struct fx_profile_kv){ tc->labels[l].key, tc->labels[l].value };
 		t->nlabels = k;
 	}
+	g->owned = owned;
+	return g;
+fail:
+	g->owned = NULL; /* the caller still owns it */
+	gen_free(g);
+	return NULL;
+}
+
+static void set_current(struct daemon *d, struct gen *g)
+{
+	d->g = g;
+	d->cfg = g->cfg;
+	d->t = g->t;
+	d->nt = g->nt;
+	d->cgroup_mode = g->cgroup_mode;
+	d->filter_procs = g->filter_procs;
+}
+
+/* process and pid targets next to cgroup ones: the root cgroup samples
+ * everything, filtered here. */
+static int add_root_cgroup(struct daemon *d)
+{
+	uint64_t id;
+	int fd, ret;
+
+	ret = fx_cgroup_open(d->mount, "/", &fd, &id);
+	if (ret == 0) {
+		ret = fx_sampler_add_cgroup(d->sampler, fd, TAG_ROOT);
+		close(fd);
+	}
+	if (ret < 0)
+		fx_log(FX_LOG_ERR, "cannot sample the root cgroup for process targets: %s",
+		       strerror(-ret));
+	return ret;
+}
+
+/* Opens the perf events (disabled), the unwinder and the recorder for the
+ * current config. */
+static int open_sampling(struct daemon *d)
+{
+	const struct fx_config *cfg = d->cfg;
+	struct fx_sampler_opts so = { .frequency = cfg->sampling.frequency,
+				      .kernel = cfg->sampling.kernel_stacks,
+				      .user_regs_stack = cfg->sampling.dwarf,
+				      .stack_bytes = cfg->sampling.stack_bytes,
+				      .cgroups = d->cgroup_mode };
+	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
+				     .kernel = cfg->sampling.kernel_stacks,
+				     .max_procs = UNWIND_CACHE_PROCS,
+				     .objs = d->objs };
+	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle };
+	struct fx_recorder_sink sink = {
+		.before_sample = before_sample, .route = route, .lost = on_lost, .ctx = d
+	};
+	int ret;
+
+	if (d->cgroup_mode && !d->mount[0]) {
+		ret = fx_cgroup_find_mount("/proc/self/mountinfo", d->mount, sizeof(d->mount));
+		if (ret < 0)
+			return ret;
+	}
+	ret = fx_sampler_open(&so, &d->sampler);
+	if (ret < 0)
+		return ret;
+	d->unwinder = fx_unwind_new(&uo);
+	if (!d->unwinder)
+		return -ENOMEM;
+	if (d->cgroup_mode) {
+		resolve_targets(d);
+		if (d->filter_procs) {
+			ret = add_root_cgroup(d);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	/* Without a window: the sink routes every sample. */
+	fx_recorder_init(&d->rec, &ro, fx_sampler_fmt(d->sampler), d->procs, d->unwinder, NULL);
+	fx_recorder_set_sink(&d->rec, &sink);
+	return 0;
+}
+
+static void close_sampling(struct daemon *d)
+{
+	fx_unwind_free(d->unwinder);
+	fx_sampler_free(d->sampler);
+	d->unwinder = NULL;
+	d->sampler = NULL;
+}
+
+static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
+{
+	return a->sampling.frequency == b->sampling.frequency &&
+	       a->sampling.dwarf == b->sampling.dwarf &&
+	       a->sampling.stack_bytes == b->sampling.stack_bytes &&
+	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&
+	       a->sampling.include_idle == b->sampling.include_idle;
+}
+
+static void fmt_wall(const struct daemon *d, uint64_t mono, char *out, size_t len)
+{
+	time_t sec = (time_t)(((int64_t)mono + d->wall_minus_mono) / 1000000000);
+	struct tm tm;
+
+	gmtime_r(&sec, &tm);
+	strftime(out, len, "%H:%M:%S UTC", &tm);
+}
+
+/* SIGHUP: reads the config again. A good one waits for the next window; a
+ * bad one is logged (file:line:column) and the running one stays. */
+static void reload(struct daemon *d)
+{
+	struct fx_config *nc = calloc(1, sizeof(*nc));
+	char when[32];
+	int ret;
+
+	fx_service_notifyf("RELOADING=1\nMONOTONIC_USEC=%" PRIu64,
+			   fx_now_ns(CLOCK_MONOTONIC) / 1000);
+	ret = nc ? d->ctl->load(d->ctl->ctx, nc) : -ENOMEM;
+	if (ret < 0) {
+		free(nc);
+		fx_log(FX_LOG_ERR, "reload failed: the running config stays");
+		fx_service_notify("READY=1\nSTATUS=reload failed: the running config stays");
+		return;
+	}
+	fx_log_set_level((enum fx_log_level)nc->log.level);
+	if (d->pending) {
+		fx_config_release(d->pending);
+		free(d->pending);
+	}
+	d->pending = nc;
+	d->stats.reloads++;
+	fmt_wall(d, d->win_end, when, sizeof(when));
+	fx_log(FX_LOG_NOTICE, "config reloaded: it applies from the next window, at %s", when);
+	fx_service_notify("READY=1");
+}
+
+/* At the end of the window after a reload: cuts the window, swaps in the new
+ * targets, and reopens the perf events only when the sampling settings (or
+ * whole-system versus cgroup sampling) changed. */
+static int apply_pending(struct daemon *d)
+{
+	struct fx_config *nc = d->pending;
+	struct gen *old = d->g, *ng = gen_new(nc, nc);
+	bool reopen, had_root = old->cgroup_mode && old->filter_procs;
+	uint64_t cut;
+	int ret = 0;
+
+	d->pending = NULL;
+	if (!ng) {
+		fx_config_release(nc);
+		free(nc);
+		fx_log(FX_LOG_ERR, "out of memory applying the reloaded config: the running "
+				   "config stays");
+		return 0;
+	}
+	reopen = !same_sampling(old->cfg, nc) || ng->cgroup_mode != old->cgroup_mode;
+	fx_sampler_disable(d->sampler);
+	fx_sampler_flush(d->sampler, fx_recorder_handle, &d->rec);
+	cut = fx_now_ns(CLOCK_MONOTONIC);
+	close_windows(d, cut, false);
+	if (reopen) {
+		close_sampling(d);
+	} else if (d->cgroup_mode) {
+		for (size_t i = 0; i < old->nt; i++)
+			if (old->t[i].cg_id)
+				fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
+		if (had_root && !ng->filter_procs)
+			fx_sampler_remove_cgroup(d->sampler, TAG_ROOT);
+	}
+	set_current(d, ng);
+	gen_put(d, old);
+	if (reopen) {
+		ret = open_sampling(d);
+	} else if (d->cgroup_mode) {
+		resolve_targets(d);
+		if (d->filter_procs && !had_root)
+			ret = add_root_cgroup(d);
+	}
+	d->win_start = cut;
+	d->win_end = window_end(d, cut);
+	if (ret == 0)
+		ret = fx_sampler_enable(d->sampler);
+	if (ret < 0)
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot sample with the reloaded config: %s",
+				    strerror(-ret));
+	fx_log(FX_LOG_NOTICE, "reloaded config applied: %zu target%s, %u s windows%s", d->nt,
+	       d->nt == 1 ? "" : "s", d->cfg->window.seconds,
+	       reopen ? ", perf events opened again" : "");
 	return 0;
 }
 
@@ -499,114 +945,77 @@ static void teardown(struct daemon *d)
 		pthread_cond_signal(&d->cv);
 		pthread_mutex_unlock(&d->mu);
 		pthread_join(d->pub, NULL);
+	} else {
+		gen_put(d, d->sym_gen);
 	}
 	/* One more upload round for what the last window left, bounded. */
-	fx_shipper_stop(d->shipper, d->cfg->upload.timeout_ms + 1000);
+	if (d->shipper)
+		fx_shipper_stop(d->shipper, d->ship_gen->cfg->upload.timeout_ms + 1000);
+	gen_put(d, d->ship_gen);
 	for (struct batch *b = d->head, *next; b; b = next) {
 		next = b->next;
 		for (size_t i = 0; i < b->njobs; i++) {
 			window_free(b->jobs[i].win);
 			free(b->jobs[i].names);
 		}
+		gen_put(d, b->g);
 		free(b);
 	}
-	for (size_t i = 0; i < d->nt; i++) {
-		window_free(d->t[i].win);
-		free(d->t[i].labels);
+	gen_put(d, d->g);
+	if (d->pending) {
+		fx_config_release(d->pending);
+		free(d->pending);
 	}
-	free(d->t);
-	fx_unwind_free(d->unwinder);
+	close_sampling(d);
 	fx_procs_free(d->procs);
 	fx_objects_free(d->objs);
-	fx_sampler_free(d->sampler);
 	pthread_cond_destroy(&d->cv);
 	pthread_mutex_destroy(&d->mu);
 }
 
-int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
+int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 		  struct fx_daemon_stats *stats)
 {
-	const uint64_t wlen = (uint64_t)cfg->window.seconds * 1000000000ull;
-	struct fx_sampler_opts so = { .frequency = cfg->sampling.frequency,
-				      .kernel = cfg->sampling.kernel_stacks,
-				      .user_regs_stack = cfg->sampling.dwarf,
-				      .stack_bytes = cfg->sampling.stack_bytes };
-	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
-				     .kernel = cfg->sampling.kernel_stacks,
-				     .max_procs = UNWIND_CACHE_PROCS };
-	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle };
-	struct fx_recorder_sink sink;
 	struct daemon *d = calloc(1, sizeof(*d));
 	uint64_t wall, mono, last_check = 0;
+	bool said_stopping = false;
 	int ret;
 
 	if (!d)
 		return -ENOMEM;
-	d->cfg = cfg;
+	d->ctl = ctl;
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
-	gethostname(d->host, sizeof(d->host) - 1);
-	if (fx_config_label(cfg, "host"))
-		snprintf(d->host, sizeof(d->host), "%s", fx_config_label(cfg, "host"));
+	fx_service_watchdog_init(&d->wd);
+	d->g = gen_new(cfg, NULL);
+	if (!d->g) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	set_current(d, d->g);
+	/* The publisher's and the shipper's references to the first config. */
+	d->g->refs += 2;
+	d->sym_gen = d->ship_gen = d->g;
 	ret = make_dirs(cfg->output.directory);
 	if (ret < 0) {
 		fx_log(FX_LOG_ERR, "cannot write chunks to '%s' (output.directory): %s",
 		       cfg->output.directory, strerror(-ret));
 		goto out;
 	}
-	ret = setup_targets(d);
-	if (ret < 0)
-		goto out;
 	if (cfg->upload.url) {
-		ret = fx_shipper_start(cfg, d->host, &d->shipper);
+		ret = fx_shipper_start(cfg, d->g->host, &d->shipper);
 		if (ret < 0)
 			goto out;
 	}
-	if (d->cgroup_mode) {
-		ret = fx_cgroup_find_mount("/proc/self/mountinfo", d->mount, sizeof(d->mount));
-		if (ret < 0)
-			goto out;
-	}
-	so.cgroups = d->cgroup_mode;
-	ret = fx_sampler_open(&so, &d->sampler);
-	if (ret < 0)
-		goto out;
 	d->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
 	d->procs = d->objs ? fx_procs_new(d->objs, "/proc") : NULL;
-	uo.objs = d->objs;
-	d->unwinder = d->procs ? fx_unwind_new(&uo) : NULL;
-	if (!d->unwinder) {
+	if (!d->procs) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (d->cgroup_mode) {
-		int fd;
-		uint64_t id;
-
-		resolve_targets(d);
-		/* process and pid targets next to cgroup ones: the root cgroup
-		 * samples everything, filtered here. */
-		if (d->filter_procs) {
-			ret = fx_cgroup_open(d->mount, "/", &fd, &id);
-			if (ret == 0) {
-				ret = fx_sampler_add_cgroup(d->sampler, fd, TAG_ROOT);
-				close(fd);
-			}
-			if (ret < 0) {
-				fx_log(FX_LOG_ERR,
-				       "cannot sample the root cgroup for process "
-				       "targets: %s",
-				       strerror(-ret));
-				goto out;
-			}
-		}
-	}
-	fx_recorder_init(&d->rec, &ro, fx_sampler_fmt(d->sampler), d->procs, d->unwinder,
-			 d->t[0].win);
-	sink = (struct fx_recorder_sink){
-		.before_sample = before_sample, .route = route, .lost = on_lost, .ctx = d
-	};
-	fx_recorder_set_sink(&d->rec, &sink);
+	ret = open_sampling(d);
+	if (ret < 0)
+		goto out;
 	ret = pthread_create(&d->pub, NULL, publisher, d);
 	if (ret) {
 		ret = fx_log_errno(FX_LOG_ERR, ret, "cannot start the publisher thread");
@@ -618,10 +1027,8 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	wall = fx_now_ns(CLOCK_REALTIME);
 	mono = fx_now_ns(CLOCK_MONOTONIC);
 	d->wall_minus_mono = (int64_t)wall - (int64_t)mono;
-	/* Windows align to the wall clock: the first one ends at the next
-	 * multiple of the window length since the epoch. */
 	d->win_start = mono;
-	d->win_end = mono + (wlen - wall % wlen);
+	d->win_end = window_end(d, mono);
 	ret = fx_sampler_enable(d->sampler);
 	if (ret < 0)
 		goto out;
@@ -630,10 +1037,22 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 	       cfg->sampling.frequency, cfg->window.seconds,
 	       cfg->upload.url ? "uploaded from the spool in" : "in",
 	       cfg->upload.url ? cfg->spool.directory : cfg->output.directory);
-	while (!*stop) {
+	fx_service_notifyf("READY=1\nSTATUS=sampling %zu target%s", d->nt, d->nt == 1 ? "" : "s");
+	while (!*ctl->stop) {
 		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 		int64_t left;
 
+		fx_service_watchdog_tick(&d->wd, now);
+		if (ctl->reload && *ctl->reload) {
+			*ctl->reload = 0;
+			reload(d);
+		}
+		if (d->pending && now >= d->win_end) {
+			ret = apply_pending(d);
+			if (ret < 0)
+				goto out;
+			continue;
+		}
 		if (now >= d->win_end)
 			rotate(d, d->win_end);
 		if (d->cgroup_mode && now - last_check >= 1000000000ull) {
@@ -651,12 +1070,16 @@ int fx_daemon_run(const struct fx_config *cfg, volatile sig_atomic_t *stop,
 			goto out;
 		}
 	}
+	fx_service_notify("STOPPING=1\nSTATUS=writing the last window");
+	said_stopping = true;
 	/* Stopped: the partial window is written too. */
 	fx_sampler_disable(d->sampler);
 	fx_sampler_flush(d->sampler, fx_recorder_handle, &d->rec);
 	rotate(d, fx_now_ns(CLOCK_MONOTONIC));
 	ret = 0;
 out:
+	if (!said_stopping)
+		fx_service_notifyf("STOPPING=1\nSTATUS=failed: %s", strerror(-ret));
 	teardown(d);
 	if (stats)
 		*stats = d->stats;

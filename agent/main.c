@@ -24,6 +24,7 @@
 #include "fxagent/recorder.h"
 #include "fxagent/report.h"
 #include "fxagent/sampler.h"
+#include "fxagent/service.h"
 #include "fxagent/shipper.h"
 #include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
@@ -57,12 +58,14 @@ struct options {
 	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack;
 };
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, reload_requested;
 
 static void on_signal(int sig)
 {
-	(void)sig;
-	stop_requested = 1;
+	if (sig == SIGHUP)
+		reload_requested = 1;
+	else
+		stop_requested = 1;
 }
 
 static void usage(FILE *f)
@@ -314,7 +317,7 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 	else
 		ret = fx_config_defaults(cfg);
 	if (ret < 0) {
-		fprintf(stderr, "fxagent: %s\n", path ? err : "out of memory");
+		fx_log(FX_LOG_ERR, "%s", path ? err : "out of memory");
 		return -EINVAL;
 	}
 	if (o->set_frequency)
@@ -337,7 +340,20 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		free(cfg->output.directory);
 		cfg->output.directory = dir;
 	}
+	if (o->verbose)
+		cfg->log.level = FX_LOG_DEBUG;
 	return 0;
+}
+
+/* SIGHUP: the same file, the same flags over it. */
+static int reload_config(void *ctx, struct fx_config *out)
+{
+	const struct options *o = ctx;
+	int ret = load_config(o, out);
+
+	if (ret == -ENOMEM)
+		fx_config_release(out);
+	return ret;
 }
 
 static bool progress;
@@ -656,6 +672,7 @@ int main(int argc, char **argv)
 	struct fx_config cfg;
 	int ret;
 
+	fx_log_open();
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
 	if (load_config(&o, &cfg) < 0)
@@ -666,8 +683,6 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	fx_log_set_level((enum fx_log_level)cfg.log.level);
-	if (o.verbose)
-		fx_log_set_level(FX_LOG_DEBUG);
 	/* What --once samples is what the config says, flags included. */
 	o.cfg = &cfg;
 	o.frequency = cfg.sampling.frequency;
@@ -676,18 +691,24 @@ int main(int argc, char **argv)
 	o.unwind = cfg.sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP;
 	o.stack_bytes = cfg.sampling.stack_bytes;
 	raise_fd_limit();
+	fx_service_check_caps();
 	if (o.once) {
 		progress = isatty(STDERR_FILENO);
 		ret = record_once(&o) < 0 ? 1 : 0;
 	} else {
 		struct sigaction sa = { .sa_handler = on_signal };
+		struct fx_daemon_ctl ctl = { .stop = &stop_requested,
+					     .reload = &reload_requested,
+					     .load = reload_config,
+					     .ctx = &o };
 
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
 		struct fx_daemon_stats ds = { 0 };
 
-		ret = fx_daemon_run(&cfg, &stop_requested, &ds) < 0 ? 1 : 0;
+		ret = fx_daemon_run(&cfg, &ctl, &ds) < 0 ? 1 : 0;
 		/* The figures bench/daemon.py reads. */
 		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
 			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us, rotation cpu avg "

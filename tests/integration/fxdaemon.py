@@ -141,7 +141,7 @@ class CpuPoller(threading.Thread):
 class Daemon:
     """fxagent in daemon mode with its own config file, output directory and log."""
 
-    def __init__(self, t, tag, config, *args):
+    def __init__(self, t, tag, config, *args, env=None):
         self.t = t
         self.dir = os.path.join(t.work, tag)
         self.out = os.path.join(self.dir, "chunks")
@@ -153,7 +153,8 @@ class Daemon:
         cmd = [t.agent, "--config", self.config, *map(str, args)]
         t.note("+ " + " ".join(cmd))
         with open(self.log, "w") as log:
-            self.p = t.spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.p = t.spawn(cmd, stdout=log, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, **env) if env else None)
 
     def wait_started(self, timeout=10):
         """Until the agent says it samples (its notice), or timeout."""

@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+"""What the agent needs, run as an unprivileged user (nobody) with ambient
+capabilities, as the systemd unit runs it (setpriv stands in for systemd):
+
+- with CAP_PERFMON, CAP_SYSLOG, CAP_SYS_PTRACE, CAP_CHECKPOINT_RESTORE and
+  CAP_DAC_READ_SEARCH (the unit's set) it says nothing is missing, and a root
+  process's stack is whole and named (main > hot_caller > hot_a), kernel frames
+  included: these five are enough to profile the whole machine;
+- with CAP_PERFMON alone it still records, and says in one line which four
+  capabilities it lacks and what each costs;
+- as root it says nothing about capabilities.
+"""
+
+import os
+import shutil
+import subprocess
+
+import fxtest
+
+UNIT_CAPS = ["perfmon", "syslog", "sys_ptrace", "checkpoint_restore", "dac_read_search"]
+
+
+def as_nobody(t, caps, out, seconds=2):
+    """fxagent --once as nobody with @caps inheritable and ambient."""
+    setpriv = shutil.which("setpriv")
+    if not setpriv:
+        raise fxtest.Stop("setpriv (util-linux) is missing")
+    plus = ",".join("+" + c for c in caps)
+    cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+           f"--inh-caps={plus}", f"--ambient-caps={plus}",
+           t.agent, "--once", "-d", f"{seconds}s", "-o", out]
+    t.note("+ " + " ".join(cmd))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def missing_line(stderr):
+    return [ln for ln in stderr.splitlines() if "running without" in ln]
+
+
+def body(t):
+    os.chmod(t.work, 0o777)  # nobody writes its profiles here
+    w = t.workload("fx-hot-ab", 30)
+
+    out = os.path.join(t.work, "unit-caps.json.gz")
+    p = as_nobody(t, UNIT_CAPS, out)
+    t.check(p.returncode == 0, f"exit {p.returncode} with the unit's capabilities: "
+            f"{p.stderr.strip()}")
+    t.check(not missing_line(p.stderr), f"says something is missing with the unit's "
+            f"capabilities: {missing_line(p.stderr)}")
+    if os.path.exists(out):
+        prof = t.load(out)
+        th = prof.threads_of(w.pid)
+        whole = prof.share(th, lambda st: fxtest.contains(prof.user_names(st),
+                                                          ["main", "hot_caller", "hot_a"]))
+        t.note(f"as nobody with {UNIT_CAPS}: {prof.weight(th)} samples of fx-hot-ab, "
+               f"{whole:.0f}% main > hot_caller > hot_a")
+        t.check(prof.weight(th) > 50, f"{prof.weight(th)} samples of root's fx-hot-ab")
+        t.check(whole > 40, f"{whole:.0f}% of fx-hot-ab's samples are main > hot_caller > "
+                "hot_a (want ~70%): its binary was not read")
+        kern = [prof.func_names[prof.frame_func[f]] for f in range(len(prof.frame_func))
+                if prof.frame_cat[f] == "Kernel"]
+        hexnames = [n for n in kern if n.startswith("0x")]
+        t.check(not hexnames, f"kernel frames without names: {hexnames[:5]}")
+
+    out = os.path.join(t.work, "perfmon-only.json.gz")
+    p = as_nobody(t, ["perfmon"], out, seconds=1)
+    t.check(p.returncode == 0, f"exit {p.returncode} with CAP_PERFMON alone: "
+            f"{p.stderr.strip()}")
+    lines = missing_line(p.stderr)
+    t.check(len(lines) == 1, f"want one line saying what is missing, got {lines}")
+    for cap in ("CAP_SYSLOG", "CAP_SYS_PTRACE", "CAP_CHECKPOINT_RESTORE",
+                "CAP_DAC_READ_SEARCH"):
+        t.check(lines and cap + " (" in lines[0], f"{cap} is not named with its cost: {lines}")
+    t.check(lines and "4 capabilities" in lines[0], f"not 4 missing: {lines}")
+    t.check(os.path.exists(out), "no profile with CAP_PERFMON alone")
+
+    p = t.run_agent("--once", "-d", "500ms", "-o", os.path.join(t.work, "root.json.gz"))
+    t.check(p.returncode == 0 and not missing_line(p.stderr),
+            f"as root: exit {p.returncode}, {missing_line(p.stderr)}")
+    t.kill_processes()
+
+
+if __name__ == "__main__":
+    fxtest.main(body)
