@@ -73,6 +73,19 @@ class Cgroups:
             self.remove(rel)
 
 
+def with_cgroups(run):
+    """A test body that runs run(t, cg) and then ends its processes and removes
+    the cgroups it made, whatever happened."""
+    def body(t):
+        cg = Cgroups()
+        try:
+            run(t, cg)
+        finally:
+            t.kill_processes()
+            cg.remove_all()
+    return body
+
+
 def spawn_in(t, cgroup_dir, name, *args):
     """A workload that joins cgroup_dir before exec (it writes its own pid to
     cgroup.procs), so all of its life is in there."""

@@ -20,16 +20,7 @@ import signal
 import time
 
 import fxtest
-from fxdaemon import Cgroups, Daemon, EPS_MS, check_chunk, spawn_in
-
-
-def body(t):
-    cg = Cgroups()
-    try:
-        run(t, cg)
-    finally:
-        t.kill_processes()
-        cg.remove_all()
+from fxdaemon import Daemon, EPS_MS, check_chunk, spawn_in, with_cgroups
 
 
 def wait_for_target(t, d, name, timeout=6):
@@ -126,4 +117,4 @@ def run(t, cg):
 
 
 if __name__ == "__main__":
-    fxtest.main(body)
+    fxtest.main(with_cgroups(run))

@@ -19,18 +19,9 @@ import os
 import time
 
 import fxtest
-from fxdaemon import Cgroups, CpuPoller, Daemon, EPS_MS, HZ, check_chunk, spawn_in
+from fxdaemon import CpuPoller, Daemon, EPS_MS, HZ, check_chunk, spawn_in, with_cgroups
 
 WINDOW = 2
-
-
-def body(t):
-    cg = Cgroups()
-    try:
-        run(t, cg)
-    finally:
-        t.kill_processes()
-        cg.remove_all()
 
 
 def now_ms():
@@ -181,4 +172,4 @@ targets:
     cli.stop()
 
 
-fxtest.main(body)
+fxtest.main(with_cgroups(run))
