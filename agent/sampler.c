@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ struct fx_sampler {
 	struct cg_event *cg; /* sorted by id */
 	size_t ncg, cg_cap;
 	bool enabled;
+	bool map_refused; /* a ring's mmap hit the locked-memory limit (logged) */
 	/* Records newer than the last round's cut, waiting for the next round. */
 	uint8_t *held;
 	size_t held_len, held_cap;
@@ -245,6 +247,24 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 	ev->map = mmap(NULL, ev->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (ev->map == MAP_FAILED) {
 		ret = -errno;
+		/* Rings beyond kernel.perf_event_mlock_kb (per user) are charged
+		 * to RLIMIT_MEMLOCK: the perf events were allowed, the memory not. */
+		if (ret == -EPERM && !s->map_refused) {
+			struct rlimit rl = { 0 };
+
+			getrlimit(RLIMIT_MEMLOCK, &rl);
+			fx_log(FX_LOG_ERR,
+			       "cannot map the perf ring of CPU %u (%zu KiB): over the "
+			       "locked-memory limit (RLIMIT_MEMLOCK %llu KiB, beyond "
+			       "kernel.perf_event_mlock_kb per user). Raise it (LimitMEMLOCK= in "
+			       "the systemd unit, ulimit -l), grant CAP_IPC_LOCK, or lower "
+			       "sampling.stack_bytes",
+			       cpu, ev->map_len / 1024,
+			       rl.rlim_cur == RLIM_INFINITY
+				       ? 0ull
+				       : (unsigned long long)rl.rlim_cur / 1024);
+			s->map_refused = true;
+		}
 		ev->map = NULL;
 		close(fd);
 		ev->fd = -1;
@@ -294,13 +314,14 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 		ret = open_cpu(s, cpu, &s->ev[s->nev]);
 		if (ret == -ENODEV)
 			continue; /* went offline meanwhile */
-		if (ret == -EACCES || ret == -EPERM) {
+		if ((ret == -EACCES || ret == -EPERM) && !s->map_refused) {
 			permission_error(-ret);
 			goto fail;
 		}
 		if (ret < 0) {
-			fx_log(FX_LOG_ERR, "cannot open a cpu-clock event on CPU %u: %s", cpu,
-			       strerror(-ret));
+			if (!s->map_refused)
+				fx_log(FX_LOG_ERR, "cannot open a cpu-clock event on CPU %u: %s",
+				       cpu, strerror(-ret));
 			goto fail;
 		}
 		s->pfd[s->nev] = (struct pollfd){ .fd = s->ev[s->nev].fd, .events = POLLIN };

@@ -8,6 +8,9 @@ capabilities, as the systemd unit runs it (setpriv stands in for systemd):
   included: these five are enough to profile the whole machine;
 - with CAP_PERFMON alone it still records, and says in one line which four
   capabilities it lacks and what each costs;
+- with the unit's capabilities but a locked-memory limit of 64 KiB, the rings
+  cannot be mapped: it exits 1 saying so (RLIMIT_MEMLOCK, LimitMEMLOCK=), not
+  that perf_event_open needs privileges;
 - as root it says nothing about capabilities.
 """
 
@@ -20,13 +23,14 @@ import fxtest
 UNIT_CAPS = ["perfmon", "syslog", "sys_ptrace", "checkpoint_restore", "dac_read_search"]
 
 
-def as_nobody(t, caps, out, seconds=2):
+def as_nobody(t, caps, out, seconds=2, memlock=None):
     """fxagent --once as nobody with @caps inheritable and ambient."""
     setpriv = shutil.which("setpriv")
     if not setpriv:
         raise fxtest.Stop("setpriv (util-linux) is missing")
     plus = ",".join("+" + c for c in caps)
-    cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+    limit = [shutil.which("prlimit"), f"--memlock={memlock}:{memlock}"] if memlock else []
+    cmd = [*limit, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
            f"--inh-caps={plus}", f"--ambient-caps={plus}",
            t.agent, "--once", "-d", f"{seconds}s", "-o", out]
     t.note("+ " + " ".join(cmd))
@@ -73,6 +77,13 @@ def body(t):
         t.check(lines and cap + " (" in lines[0], f"{cap} is not named with its cost: {lines}")
     t.check(lines and "4 capabilities" in lines[0], f"not 4 missing: {lines}")
     t.check(os.path.exists(out), "no profile with CAP_PERFMON alone")
+
+    p = as_nobody(t, UNIT_CAPS, os.path.join(t.work, "memlock.json.gz"), seconds=1,
+                  memlock=65536)
+    t.check(p.returncode == 1, f"exit {p.returncode} with a 64 KiB locked-memory limit")
+    t.check("RLIMIT_MEMLOCK" in p.stderr and "LimitMEMLOCK=" in p.stderr and
+            "CAP_PERFMON" not in p.stderr,
+            f"the message does not blame the locked-memory limit: {p.stderr.strip()}")
 
     p = t.run_agent("--once", "-d", "500ms", "-o", os.path.join(t.work, "root.json.gz"))
     t.check(p.returncode == 0 and not missing_line(p.stderr),
