@@ -70,6 +70,7 @@ struct func {
 	const char *name;  /* raw symbol name, in the object's string arena */
 	const char *shown; /* demangled (or raw) name, set on first use */
 	uint8_t local;
+	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
 };
 
 struct dfunc {
@@ -494,6 +495,8 @@ static int cmp_func(const void *a, const void *b)
 		return x->start < y->start ? -1 : 1;
 	if ((x->size != 0) != (y->size != 0))
 		return x->size ? -1 : 1;
+	if (x->label != y->label)
+		return x->label ? 1 : -1;
 	if (x->local != y->local)
 		return x->local ? 1 : -1;
 	ux = leading_underscores(x->name);
@@ -511,6 +514,22 @@ struct func_vec {
 	struct func *v;
 	size_t n, cap;
 };
+
+/* Hand-written assembly (ld.so's _start, say) has untyped labels only: they
+ * count as functions when they are in code. */
+static bool in_code(Elf *elf, size_t shndx)
+{
+	Elf_Scn *scn;
+	GElf_Shdr sh;
+
+	if (shndx == SHN_UNDEF || shndx >= SHN_LORESERVE)
+		return false;
+	scn = elf_getscn(elf, shndx);
+	/* NOBITS: the .text of a separate debug file, whose .symtab names it. */
+	return scn && gelf_getshdr(scn, &sh) &&
+	       (sh.sh_type == SHT_PROGBITS || sh.sh_type == SHT_NOBITS) &&
+	       (sh.sh_flags & SHF_EXECINSTR);
+}
 
 static int add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type)
 {
@@ -535,8 +554,9 @@ static int add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Wo
 			if (!gelf_getsym(d, (int)i, &sym))
 				break;
 			st = GELF_ST_TYPE(sym.st_info);
-			if ((st != STT_FUNC && st != STT_GNU_IFUNC) || sym.st_shndx == SHN_UNDEF ||
-			    sym.st_value == 0)
+			if ((st != STT_FUNC && st != STT_GNU_IFUNC &&
+			     !(st == STT_NOTYPE && in_code(elf, sym.st_shndx))) ||
+			    sym.st_shndx == SHN_UNDEF || sym.st_value == 0)
 				continue;
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
 			if (!name || !*name)
@@ -557,6 +577,7 @@ static int add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Wo
 				.start = sym.st_value,
 				.size = sym.st_size,
 				.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
+				.label = st == STT_NOTYPE,
 				.name = arena_strndup(&o->strs.mem, name, strlen(name)),
 			};
 			if (!fv->v[fv->n].name)
@@ -574,7 +595,13 @@ static void finish_funcs(struct object *o, struct func_vec *fv)
 	if (fv->n)
 		qsort(fv->v, fv->n, sizeof(*fv->v), cmp_func);
 	for (i = 0; i < fv->n; i++) {
-		if (k && fv->v[k - 1].start == fv->v[i].start)
+		const struct func *prev = k ? &fv->v[k - 1] : NULL;
+
+		if (prev && prev->start == fv->v[i].start)
+			continue;
+		/* A label inside a sized function is a jump target, not a function. */
+		if (prev && fv->v[i].label && prev->size &&
+		    fv->v[i].start - prev->start < prev->size)
 			continue;
 		fv->v[k++] = fv->v[i];
 	}

@@ -182,6 +182,24 @@ static void test_functions(void **state)
 	fx_symbolizer_free(s);
 }
 
+/* An STT_NOTYPE label in code names the code after it (ld.so's _start); a
+ * label inside a sized function does not split it (check_inline_in). */
+static void test_asm_label(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct elf_sym e = fixture_sym(FIX("libfxfix.so"), "fx_fix_asm_entry");
+	uint64_t off = e.offset + 1;
+	struct fx_sym_result r;
+
+	(void)state;
+	assert_int_equal(e.size, 0);
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r), 0);
+	assert_non_null(r.sym_name);
+	assert_string_equal(r.sym_name, "fx_fix_asm_entry");
+	assert_int_equal(r.sym_addr, e.vaddr - e.base);
+	fx_symbolizer_free(s);
+}
+
 static void check_inline_in(struct fx_symbolizer *s, const char *path, const char *sym_path)
 {
 	struct elf_sym here = fixture_sym(sym_path, "fx_fix_inline_mark");
@@ -639,6 +657,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_inline_frames),
+		cmocka_unit_test(test_asm_label),
 		cmocka_unit_test(test_cpp_demangled),
 		cmocka_unit_test(test_debug_file_by_build_id),
 		cmocka_unit_test(test_debug_file_by_debuglink),
