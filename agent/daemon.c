@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "fxagent/cgroup.h"
+#include "fxagent/dwunwind.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
 #include "fxagent/objects.h"
@@ -372,6 +373,14 @@ static void rotate(struct daemon *d, uint64_t end)
 		 cpu;
 
 	close_windows(d, end, true);
+	if (fx_log_get_level() >= FX_LOG_DEBUG && fx_unwind_dwarf(d->unwinder)) {
+		struct fx_dwunwind_stats ds;
+
+		fx_dwunwind_get_stats(fx_unwind_dwarf(d->unwinder), &ds);
+		fx_debug("dwarf: %" PRIu64 " processes cached, %" PRIu64 " created, %" PRIu64
+			 " evicted",
+			 ds.live, ds.dwfl_new, ds.evicted);
+	}
 	fx_procs_sweep(d->procs);
 	resolve_targets(d);
 	d->win_start = end;
@@ -791,6 +800,8 @@ static int open_sampling(struct daemon *d)
 				      .kernel = cfg->sampling.kernel_stacks,
 				      .user_regs_stack = cfg->sampling.dwarf,
 				      .stack_bytes = cfg->sampling.stack_bytes,
+				      .ring_pages = cfg->sampling.ring_bytes /
+						    (size_t)sysconf(_SC_PAGESIZE),
 				      .cgroups = d->cgroup_mode };
 	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
 				     .kernel = cfg->sampling.kernel_stacks,
@@ -840,6 +851,7 @@ static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
 	return a->sampling.frequency == b->sampling.frequency &&
 	       a->sampling.dwarf == b->sampling.dwarf &&
 	       a->sampling.stack_bytes == b->sampling.stack_bytes &&
+	       a->sampling.ring_bytes == b->sampling.ring_bytes &&
 	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&
 	       a->sampling.include_idle == b->sampling.include_idle;
 }

@@ -424,6 +424,9 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out)
 {
 	*out = d->stats;
+	out->live = 0;
+	for (size_t i = 0; i < d->n; i++)
+		out->live += d->v[i].dwfl != NULL;
 }
 
 uint64_t fx_dwunwind_quantile_ns(const struct fx_dwunwind *d, double q)

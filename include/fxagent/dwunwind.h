@@ -34,6 +34,7 @@ struct fx_dwunwind_stats {
 	uint64_t truncated;   /* unwinds that stopped before the outermost frame */
 	uint64_t no_regs;     /* samples without user registers (kernel threads) */
 	uint64_t ns;	      /* time spent unwinding */
+	uint64_t live;	      /* Dwfl held now (processes cached) */
 };
 
 struct fx_dwunwind;
