@@ -94,7 +94,9 @@ __attribute__((format(printf, 5, 6))) static int fail_at(struct ctx *x, size_t l
 	return -EINVAL;
 }
 
-#define fail(x, n, path, ...) fail_at(x, (n)->line, (n)->col, path, __VA_ARGS__)
+/* -EINVAL in the expansion, not only inside fail_at(): the static analyzer does
+ * not look into variadic functions, and took every error path for a success. */
+#define fail(x, n, path, ...) (fail_at(x, (n)->line, (n)->col, path, __VA_ARGS__), -EINVAL)
 
 static int nomem(struct ctx *x)
 {
@@ -1058,16 +1060,16 @@ static int get_headers(struct ctx *x, const struct node *n, const char *path)
 
 static int get_sampling(struct ctx *x, const struct node *n)
 {
-	static const char *const keys[] = { "frequency", "unwind", "stack_bytes", "kernel_stacks",
-					    "include_idle" };
+	static const char *const keys[] = { "frequency",     "unwind",	     "stack_bytes",
+					    "kernel_stacks", "include_idle", "ring_size" };
 	static const char *const unwinds[] = { "dwarf", "fp" };
-	const struct node *v[5], *k[5];
+	const struct node *v[6], *k[6];
 	char sub[PATH_BUF];
 	uint64_t u;
 	size_t idx = 0;
 	int r;
 
-	r = get_map(x, n, "sampling", "a mapping", keys, 5, v, k);
+	r = get_map(x, n, "sampling", "a mapping", keys, 6, v, k);
 	if (!r && v[0]) {
 		r = get_uint(x, v[0], "sampling.frequency", 1, 10000, 1, &u);
 		if (!r)
@@ -1090,6 +1092,16 @@ static int get_sampling(struct ctx *x, const struct node *n)
 	if (!r && v[4]) {
 		child_path(sub, "sampling", keys[4]);
 		r = get_bool(x, v[4], sub, &x->c->sampling.include_idle);
+	}
+	if (!r && v[5]) {
+		/* The kernel maps a power of two of pages per CPU. */
+		r = get_size(x, v[5], "sampling.ring_size", 0, 64ull << 20, &u);
+		if (!r && u && (u < 4096 || (u & (u - 1))))
+			r = expected(
+				x, v[5], "sampling.ring_size",
+				"0 (sized for the records) or a power of two from 4KiB to 64MiB");
+		if (!r)
+			x->c->sampling.ring_bytes = u;
 	}
 	return r;
 }

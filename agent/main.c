@@ -690,6 +690,7 @@ int main(int argc, char **argv)
 	o.include_idle = cfg.sampling.include_idle;
 	o.unwind = cfg.sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP;
 	o.stack_bytes = cfg.sampling.stack_bytes;
+	o.ring_pages = cfg.sampling.ring_bytes / (size_t)sysconf(_SC_PAGESIZE);
 	raise_fd_limit();
 	fx_service_check_caps();
 	if (o.once) {

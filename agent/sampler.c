@@ -300,6 +300,12 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	s->opts = *opts;
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = fx_sampler_ring_pages(opts);
+	else if (s->opts.ring_pages < fx_sampler_ring_pages(opts))
+		fx_log(FX_LOG_WARN,
+		       "perf rings of %zu KiB per CPU hold fewer than 32 of the largest records: "
+		       "samples will be lost under load (%zu KiB would do)",
+		       s->opts.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 1024,
+		       fx_sampler_ring_pages(opts) * (size_t)sysconf(_SC_PAGESIZE) / 1024);
 	s->stats.ring_pages = s->opts.ring_pages;
 	s->stats.build_id = true;
 	s->ev = calloc((size_t)n, sizeof(*s->ev));

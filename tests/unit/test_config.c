@@ -106,6 +106,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	assert_string_equal(a->spool.directory, b->spool.directory);
 	assert_int_equal(a->spool.max_bytes, b->spool.max_bytes);
 	assert_int_equal(a->spool.max_age_s, b->spool.max_age_s);
+	assert_int_equal(a->sampling.ring_bytes, b->sampling.ring_bytes);
 	assert_str_or_null(a->metrics.textfile, b->metrics.textfile);
 }
 
@@ -193,6 +194,7 @@ static void check_full(const struct fx_config *c)
 	assert_int_equal(c->spool.max_bytes, 3ull << 30);
 	assert_int_equal(c->spool.max_age_s, 36 * 3600);
 	assert_string_equal(c->metrics.textfile, "/var/lib/node-exporter/fxagent.prom");
+	assert_int_equal(c->sampling.ring_bytes, 64 << 10);
 }
 
 static void check_low_edges(const struct fx_config *c)
@@ -474,7 +476,7 @@ static const struct tcase cases[] = {
 	  NULL },
 	{ "unknown key in a section", "sampling:\n  freq: 99\n", 0, NULL, NULL, -EINVAL,
 	  ":2:3: sampling.freq: unknown key, expected one of frequency, unwind, stack_bytes, "
-	  "kernel_stacks, include_idle",
+	  "kernel_stacks, include_idle, ring_size",
 	  NULL },
 	{ "unknown key in a target", "targets:\n  - name: a\n    pid: 1\n    user: www\n", 0, NULL,
 	  NULL, -EINVAL,
@@ -537,6 +539,14 @@ static const struct tcase cases[] = {
 	/* Strings and paths. */
 	{ "a relative output directory", "output:\n  directory: chunks\n", 0, NULL, NULL, -EINVAL,
 	  ":2:14: output.directory: expected an absolute path, got \"chunks\"", NULL },
+	{ "a ring not a power of two", "sampling:\n  ring_size: 96KiB\n", 0, NULL, NULL, -EINVAL,
+	  ":2:14: sampling.ring_size: expected 0 (sized for the records) or a power of two from "
+	  "4KiB to 64MiB, got 96KiB",
+	  NULL },
+	{ "a ring under a page", "sampling:\n  ring_size: 2048\n", 0, NULL, NULL, -EINVAL,
+	  ":2:14: sampling.ring_size: expected 0 (sized for the records) or a power of two from "
+	  "4KiB to 64MiB, got 2048",
+	  NULL },
 	{ "a relative metrics file", "metrics:\n  textfile: fxagent.prom\n", 0, NULL, NULL, -EINVAL,
 	  ":2:13: metrics.textfile: expected an absolute path, got \"fxagent.prom\"", NULL },
 	{ "an unknown metrics key", "metrics:\n  text_file: /x.prom\n", 0, NULL, NULL, -EINVAL,
@@ -964,6 +974,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->spool.max_bytes, 256ull << 20);
 	assert_int_equal(c->spool.max_age_s, 7 * 86400);
 	assert_null(c->metrics.textfile);
+	assert_int_equal(c->sampling.ring_bytes, 0);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
 	fx_config_release(c);
