@@ -504,35 +504,40 @@ void fx_procs_sweep(struct fx_procs *p)
 	p->stats.threads = p->threads.n;
 }
 
-static uint64_t pidtid_key(uint32_t pid, uint32_t tid)
-{
-	/* The main thread sorts first within its process. */
-	return ((uint64_t)pid << 33) | ((uint64_t)(tid != pid) << 32) | tid;
-}
+struct pidtid {
+	uint32_t pid, tid;
+};
 
-static int cmp_u64(const void *a, const void *b)
+/* By process, its main thread first. All 32 bits of each count: the kernel
+ * reports pid and tid -1 for a task that is being torn down. */
+static int cmp_pidtid(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const struct pidtid *x = a, *y = b;
+	bool mx = x->tid == x->pid, my = y->tid == y->pid;
 
-	return x < y ? -1 : x > y;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (mx != my)
+		return mx ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
 int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct fx_thread_name **out,
 		   size_t *n)
 {
-	uint64_t *keys = malloc((2 * w->nsamples + 1) * sizeof(*keys));
+	struct pidtid *keys = malloc((2 * w->nsamples + 1) * sizeof(*keys));
 	struct fx_thread_name *v;
 	size_t k = 0, u = 0;
 
 	if (!keys)
 		return -ENOMEM;
 	for (size_t i = 0; i < w->nsamples; i++) {
-		keys[k++] = pidtid_key(w->samples[i].pid, w->samples[i].tid);
-		keys[k++] = pidtid_key(w->samples[i].pid, w->samples[i].pid);
+		keys[k++] = (struct pidtid){ w->samples[i].pid, w->samples[i].tid };
+		keys[k++] = (struct pidtid){ w->samples[i].pid, w->samples[i].pid };
 	}
-	qsort(keys, k, sizeof(*keys), cmp_u64);
+	qsort(keys, k, sizeof(*keys), cmp_pidtid);
 	for (size_t i = 0; i < k; i++)
-		if (u == 0 || keys[u - 1] != keys[i])
+		if (u == 0 || cmp_pidtid(&keys[u - 1], &keys[i]))
 			keys[u++] = keys[i];
 	v = calloc(u + 1, sizeof(*v));
 	if (!v) {
@@ -540,7 +545,7 @@ int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct f
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < u; i++) {
-		uint32_t pid = (uint32_t)(keys[i] >> 33), tid = (uint32_t)keys[i];
+		uint32_t pid = keys[i].pid, tid = keys[i].tid;
 		const struct fx_proc *proc = fx_procs_find(p, pid);
 		const struct fx_thread *t = fx_procs_find_thread(p, tid);
 
@@ -550,6 +555,8 @@ int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct f
 			snprintf(v[i].process, sizeof(v[i].process), "%s", proc->comm);
 		else if (pid == 0)
 			snprintf(v[i].process, sizeof(v[i].process), "idle");
+		else if (pid == UINT32_MAX)
+			snprintf(v[i].process, sizeof(v[i].process), "exiting");
 		else
 			snprintf(v[i].process, sizeof(v[i].process), "pid %" PRIu32, pid);
 		snprintf(v[i].thread, sizeof(v[i].thread), "%s",

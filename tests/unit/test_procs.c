@@ -129,6 +129,46 @@ static void test_lazy_load_and_resolve(void **state)
 	fx_objects_free(objs);
 }
 
+/* Every (pid, tid) of a window's samples gets a name, the main thread first
+ * in its process, whatever the values: the kernel reports -1 for a task it is
+ * tearing down, and such samples must not fall out of the profile. */
+static void test_names_of_window(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_thread_name *v = NULL;
+	struct fx_window w;
+	size_t n = 0;
+
+	(void)state;
+	assert_non_null(fx_procs_get(p, 100));
+	assert_non_null(fx_procs_thread(p, 100, 101));
+	fx_window_init(&w, 1000);
+	assert_int_equal(fx_window_add_sample(&w, 1, 100, 101, FX_NONE), 0);
+	assert_int_equal(fx_window_add_sample(&w, 2, UINT32_MAX, UINT32_MAX, FX_NONE), 0);
+	assert_int_equal(fx_window_add_sample(&w, 3, 0x80000001u, 0x80000002u, FX_NONE), 0);
+	assert_int_equal(fx_window_add_sample(&w, 4, 100, 101, FX_NONE), 0);
+	assert_int_equal(fx_procs_names(p, &w, &v, &n), 0);
+	/* 100/100 (added: a process's main thread), 100/101, the two of
+	 * 0x80000001, and -1/-1. */
+	assert_int_equal(n, 5);
+	assert_int_equal(v[0].pid, 100);
+	assert_int_equal(v[0].tid, 100);
+	assert_string_equal(v[0].process, "worker");
+	assert_int_equal(v[1].tid, 101);
+	assert_string_equal(v[1].thread, "worker-io");
+	assert_int_equal(v[2].pid, 0x80000001u);
+	assert_int_equal(v[2].tid, 0x80000001u);
+	assert_int_equal(v[3].tid, 0x80000002u);
+	assert_int_equal(v[4].pid, UINT32_MAX);
+	assert_int_equal(v[4].tid, UINT32_MAX);
+	assert_string_equal(v[4].process, "exiting");
+	free(v);
+	fx_window_release(&w);
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
 static void test_mmap_splits_and_fork_exec(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
@@ -214,6 +254,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_maps_line),
 		cmocka_unit_test(test_lazy_load_and_resolve),
+		cmocka_unit_test(test_names_of_window),
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 	};
