@@ -623,11 +623,13 @@ static int record_once(const struct options *o)
 			rstats.profile.bytes);
 	/* The figures bench/once.py reads. */
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
-		"symbolize+write %.1f ms, %" PRIu64 " samples, %zu frames, %zu stacks, %zu objects",
+		"symbolize+write %.1f ms, %" PRIu64
+		" samples, %zu frames, %zu stacks, %zu objects, "
+		"peak rss %.1f MiB",
 		(double)(end_ns - start_ns) / 1e9, (double)cpu_rec / 1e6,
 		100.0 * (double)cpu_rec / (double)(end_ns - start_ns),
 		(double)(fx_now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
-		window.nframes, window.nstacks, rstats.objects);
+		window.nframes, window.nstacks, rstats.objects, (double)fx_peak_rss_kib() / 1024.0);
 	if (fx_unwind_dwarf(unwinder)) {
 		const struct fx_dwunwind *dw = fx_unwind_dwarf(unwinder);
 		struct fx_dwunwind_stats ds;
@@ -713,13 +715,14 @@ int main(int argc, char **argv)
 		/* The figures bench/daemon.py reads. */
 		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
 			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us, rotation cpu avg "
-			"%.1f us max %.1f us",
+			"%.1f us max %.1f us, peak rss %.1f MiB",
 			ds.windows, ds.chunks, ds.chunk_errors, ds.samples,
 			ds.windows ? (double)ds.rotation_ns_sum / (double)ds.windows / 1000.0 : 0,
 			(double)ds.rotation_ns_max / 1000.0,
 			ds.windows ? (double)ds.rotation_cpu_ns_sum / (double)ds.windows / 1000.0
 				   : 0,
-			(double)ds.rotation_cpu_ns_max / 1000.0);
+			(double)ds.rotation_cpu_ns_max / 1000.0,
+			(double)fx_peak_rss_kib() / 1024.0);
 	}
 	fx_config_release(&cfg);
 	return ret;

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -78,6 +79,24 @@ static inline int fx_mkdir_parents(const char *path)
 		rc = -errno;
 	free(buf);
 	return rc;
+}
+
+/* This process's peak resident set (VmHWM) in KiB, 0 if unknown. Not
+ * getrusage(): its ru_maxrss keeps the peak of the image before exec (the
+ * parent that forked us), which can be larger than ours. */
+static inline uint64_t fx_peak_rss_kib(void)
+{
+	unsigned long long kib = 0;
+	char line[128];
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
 }
 
 #endif

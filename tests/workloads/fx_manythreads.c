@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* fx-manythreads SECONDS THREADS: THREADS threads (named mt-N), each burning
- * about 1 ms of CPU in thread_burn every 100 ms until SECONDS pass: a process
- * with thousands of threads, most of them asleep at any time. */
+ * about 0.3 ms of CPU in thread_burn every second until SECONDS pass: a
+ * process with thousands of threads, most of them asleep at any time. */
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,7 +25,7 @@ static void *worker(void *arg)
 	snprintf(name, sizeof(name), "mt-%lu", (unsigned long)(uintptr_t)arg);
 	pthread_setname_np(pthread_self(), name);
 	while (wl_now() < deadline) {
-		struct timespec ts = { 0, 100000000L };
+		struct timespec ts = { 1, 0 };
 
 		x = thread_burn(x);
 		nanosleep(&ts, NULL);

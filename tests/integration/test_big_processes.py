@@ -1,0 +1,82 @@
+# SPDX-License-Identifier: MIT
+"""Big processes, each under a 5 s `fxagent --once` of the whole system:
+
+- fx-manythreads: a process with 2000 threads (mt-0 ... mt-1999), each waking
+  every second to burn 0.3 ms in thread_burn. Hundreds of them get samples;
+  each such thread is its own named thread of that process in the profile, and
+  their stacks are whole (worker > thread_burn);
+- fx-maps: a process with 5000 separate anonymous executable mappings (5000
+  MMAP2 records, 5000 lines of /proc/PID/maps) spinning in maps_hot: its
+  samples are whole (main > maps_hot).
+The agent exits 0 each time; its CPU time and peak RSS are printed.
+"""
+
+import os
+import re
+import subprocess
+import time
+
+import fxtest
+
+THREADS = 2000
+REGIONS = 5000
+
+
+def record(t, tag, exe, *args):
+    w = subprocess.Popen([os.path.join(t.workloads, exe), "12", *map(str, args)],
+                         stdout=subprocess.PIPE, text=True)
+    t._procs.append(w)
+    ready = w.stdout.readline().strip()  # printed once all threads or maps are made
+    t.require(ready == str(args[0]), f"{exe} did not get ready: {ready!r}")
+    out = os.path.join(t.work, f"{tag}.json.gz")
+    log = os.path.join(t.work, f"{tag}.log")
+    start = time.monotonic()
+    with open(log, "w") as f:
+        a = subprocess.Popen([t.agent, "--once", "-d", "5s", "-o", out, "-v"],
+                             stdout=subprocess.DEVNULL, stderr=f)
+    # wait4: the agent's own CPU time.
+    _, status, ru = os.wait4(a.pid, 0)
+    a.returncode = os.waitstatus_to_exitcode(status)
+    took = time.monotonic() - start
+    with open(log) as f:
+        err = f.read()
+    # Not ru_maxrss: it keeps the forked Python's peak from before exec.
+    m = re.search(r"peak rss ([\d.]+) MiB", err)
+    t.note(f"{tag}: agent exit {a.returncode}, {took:.1f} s wall, "
+           f"{ru.ru_utime + ru.ru_stime:.2f} s CPU, peak RSS {m[1] if m else '?'} MiB")
+    for ln in err.splitlines():
+        if "stats:" in ln:
+            t.note("  " + ln)
+    t.require(a.returncode == 0, f"{tag}: fxagent --once exited {a.returncode}: {err[-1500:]}")
+    w.kill()
+    w.wait()
+    return t.load(out), w.pid
+
+
+def body(t):
+    prof, pid = record(t, "threads", "fx-manythreads", THREADS)
+    th = prof.threads_of(pid)
+    sampled = [x for x in th if prof.weight([x]) > 0]
+    names = {x["name"] for x in sampled}
+    t.note(f"fx-manythreads: {len(sampled)} threads with samples, {len(names)} names")
+    t.check(len(sampled) >= 100, f"only {len(sampled)} of {THREADS} threads have samples")
+    bad = sorted(n for n in names if not re.fullmatch(r"mt-\d+|fx-manythreads", n))
+    t.check(not bad, f"threads named {bad[:5]}")
+    t.check(len(names) == len(sampled), "two threads of the profile share a name: "
+            f"{len(sampled)} threads, {len(names)} names")
+    whole = prof.share(th, lambda st: fxtest.contains(prof.user_names(st),
+                                                       ["worker", "thread_burn"]))
+    t.note(f"fx-manythreads: {whole:.0f}% worker > thread_burn")
+    t.check(whole > 80, f"{whole:.0f}% of fx-manythreads' samples are worker > thread_burn")
+
+    prof, pid = record(t, "maps", "fx-maps", REGIONS)
+    th = prof.threads_of(pid)
+    whole = prof.share(th, lambda st: fxtest.contains(prof.user_names(st),
+                                                       ["main", "maps_hot"]))
+    t.note(f"fx-maps: {prof.weight(th)} samples, {whole:.0f}% main > maps_hot")
+    t.check(prof.weight(th) > 100, f"{prof.weight(th)} samples of fx-maps")
+    t.check(whole > 90, f"{whole:.0f}% of fx-maps' samples are main > maps_hot")
+
+
+if __name__ == "__main__":
+    fxtest.main(body)
