@@ -172,6 +172,9 @@ static void resolve_target(struct daemon *d, size_t i)
 		return;
 	}
 	snprintf(t->cg_path, sizeof(t->cg_path), "%s", rel);
+	/* fx_cgroup_open() set @id: both calls return 0 or -errno, which the
+	 * analyzer cannot see in cgroup.c (it tries a positive result).
+	 * NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
 	if (id != t->cg_id) {
 		if (t->cg_id)
 			fx_sampler_remove_cgroup(d->sampler, (uint32_t)i);
@@ -671,7 +674,7 @@ static void *publisher(void *arg)
 			/* Modules come and go: read the kernel's symbols again then. */
 			if (!ks || h != ks_modules) {
 				fx_kallsyms_free(ks);
-				ks = fx_kallsyms_load("/proc/kallsyms");
+				ks = fx_kallsyms_load_system();
 				ks_modules = h;
 			}
 		}
@@ -1028,6 +1031,8 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 	ret = open_sampling(d);
 	if (ret < 0)
 		goto out;
+	/* Sampling works: now say what else a missing capability costs. */
+	fx_service_check_caps();
 	ret = pthread_create(&d->pub, NULL, publisher, d);
 	if (ret) {
 		ret = fx_log_errno(FX_LOG_ERR, ret, "cannot start the publisher thread");

@@ -281,3 +281,16 @@ size_t fx_kallsyms_count(const struct fx_kallsyms *ks)
 {
 	return ks ? ks->n : 0;
 }
+
+struct fx_kallsyms *fx_kallsyms_load_system(void)
+{
+	static int warned;
+	struct fx_kallsyms *ks = fx_kallsyms_load("/proc/kallsyms");
+
+	if (!ks && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+		fx_warn("kernel symbols unavailable (%s): kernel frames stay addresses; reading "
+			"/proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1 (and, under "
+			"systemd, no ProtectKernelTunables=)",
+			strerror(errno));
+	return ks;
+}

@@ -21,6 +21,10 @@ struct fx_ksym {
 struct fx_kallsyms *fx_kallsyms_parse(FILE *f);
 /* fx_kallsyms_parse() on @path (normally "/proc/kallsyms"). */
 struct fx_kallsyms *fx_kallsyms_load(const char *path);
+
+/* fx_kallsyms_load("/proc/kallsyms"); when it fails, warns (once per
+ * process: what it costs and what fixes it) and returns NULL. */
+struct fx_kallsyms *fx_kallsyms_load_system(void);
 void fx_kallsyms_free(struct fx_kallsyms *ks);
 
 /* The symbol whose range contains @addr (the last one at or below it). Returns

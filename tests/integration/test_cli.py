@@ -2,7 +2,8 @@
 """The command line: --help, --version, usage errors (exit 2), an unwritable output
 (exit 1 and a message, before recording), no privileges (exit 1 and one line
 saying what is missing), --output - (gzip on stdout), SIGINT (ends early, still
-writes, exit 0), --include-idle (idle CPUs show as pid 0)."""
+writes, exit 0), --include-idle (idle CPUs show as pid 0), the profile's mode
+follows the umask (0640 under the service's UMask=0027, 0644 under 022)."""
 
 import gzip
 import json
@@ -73,6 +74,14 @@ def body(t):
 
     for duration in ("60s", "2m"):
         _sigint(t, duration)
+
+    for mask, want in ((0o027, 0o640), (0o022, 0o644)):
+        out = os.path.join(t.work, f"umask-{mask:03o}.json.gz")
+        p = subprocess.run([t.agent, "--once", "-d", "200ms", "-o", out], capture_output=True,
+                           timeout=60, preexec_fn=lambda m=mask: os.umask(m))
+        mode = os.stat(out).st_mode & 0o777 if os.path.exists(out) else None
+        t.check(p.returncode == 0 and mode == want, f"umask {mask:03o}: exit {p.returncode}, "
+                f"mode {oct(mode) if mode is not None else None}, want {oct(want)}")
 
     # Idle CPUs are sampled as pid 0 only with --include-idle (2 CPUs, mostly idle).
     idle = t.record("idle", 1, extra=["--include-idle"])
