@@ -16,9 +16,15 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
 	chmod +x /usr/sbin/policy-rc.d
 	made_policy=1
 fi
+# debhelper, dpkg-dev, lintian, man-db: scripts/build-deb.sh and
+# integration.package; debootstrap (with the archive's keyring) and
+# systemd-container (systemd-nspawn): integration.systemd boots the package
+# under a real systemd in a container.
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
-	openssl nginx-light
+	openssl nginx-light \
+	debhelper dpkg-dev lintian man-db procps \
+	debootstrap debian-archive-keyring systemd-container
 [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
