@@ -284,6 +284,9 @@ static bool standard_place(const char *unit, char *out, size_t len)
 		/* foo-bar.slice lives in foo.slice; a '-' at either end or doubled is invalid. */
 		size_t plen = strlen(unit) - strlen(".slice");
 
+		/* unit_name() filled @unit or failed, but the analyzer takes
+		 * fx_log_errno() (variadic, in log.c) for a possible 0.
+		 * NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
 		if (unit[0] == '-' || unit[plen - 1] == '-' || strstr(unit, "--"))
 			return false;
 		for (p = unit; (p = strchr(p, '-')) && (size_t)(p - unit) < plen; p++)
@@ -310,6 +313,8 @@ static bool standard_place(const char *unit, char *out, size_t len)
 		if (!append(out, len, &n, "/system.slice/system-", 21))
 			return false;
 		for (p = unit; p < at; p++) {
+			/* As above: @unit is whole when unit_name() succeeded.
+			 * NOLINTNEXTLINE(clang-analyzer-core.UndefinedBinaryOperatorResult) */
 			if (*p == '-' || *p == '\\') {
 				k = snprintf(esc, sizeof(esc), "\\x%02x", (unsigned char)*p);
 				if (!append(out, len, &n, esc, (size_t)k))

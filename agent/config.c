@@ -60,6 +60,8 @@ struct ctx {
 	struct fx_config *c;
 };
 
+/* Recursion bounded by MAX_DEPTH, the parser's nesting limit.
+ * NOLINTNEXTLINE(misc-no-recursion) */
 static void node_free(struct node *n)
 {
 	size_t i;
@@ -357,6 +359,7 @@ static int add_node(struct ctx *x, const yaml_event_t *ev, struct node **stack, 
 		if (parent->nkid == parent->cap) {
 			/* Most collections here are small: start at 4, not fx_grow's 64. */
 			size_t cap = parent->cap ? parent->cap * 2 : 4;
+			/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
 			struct node **kid = realloc(parent->kid, cap * sizeof(*kid));
 
 			if (!kid) {
@@ -1375,8 +1378,9 @@ static int get_retry(struct ctx *x, const struct node *n)
 	if (!r && v[1])
 		r = get_duration(x, v[1], "upload.retry.max_backoff", 100, 24 * 3600000, 1,
 				 &x->c->upload.max_backoff_ms);
-	/* Blame the key the file set; with both set, the maximum. */
-	if (!r && x->c->upload.max_backoff_ms < x->c->upload.initial_backoff_ms)
+	/* Blame the key the file set; with both set, the maximum. (The defaults
+	 * are in order: with neither set there is nothing to blame.) */
+	if (!r && (v[0] || v[1]) && x->c->upload.max_backoff_ms < x->c->upload.initial_backoff_ms)
 		r = v[1] ? duration_order(x, v[1], "upload.retry.max_backoff", true,
 					  "initial_backoff", x->c->upload.initial_backoff_ms)
 			 : duration_order(x, v[0], "upload.retry.initial_backoff", false,

@@ -292,6 +292,8 @@ static void put_string(struct fx_json *j, const char *str, size_t n)
 		esc[1] = short_escape(c);
 		len = 2;
 		if (!esc[1]) {
+			/* esc is bytes with a length, not a string.
+			 * NOLINTNEXTLINE(bugprone-not-null-terminated-result) */
 			memcpy(esc + 1, "u00", 3);
 			esc[4] = hex[c >> 4];
 			esc[5] = hex[c & 15];

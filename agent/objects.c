@@ -162,6 +162,8 @@ static void index_alias(struct fx_objects *o, size_t i)
 static int reserve(struct fx_objects *o)
 {
 	if (fx_grow(&o->aliases, &o->aliases_cap, o->naliases + 1, sizeof(*o->aliases)) < 0 ||
+	    /* o->v is an array of pointers.
+	     * NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0)
 		return -ENOMEM;
 	if ((o->naliases + 1) * 2 > o->hcap) {
@@ -278,6 +280,8 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 		return;
 	if (write(fd, (const void *)(uintptr_t)start, end - start) != (ssize_t)(end - start)) {
 		close(fd);
+	/* Our own vDSO image, at the address /proc/self/maps gave.
+	 * NOLINTNEXTLINE(performance-no-int-to-ptr) */
 		return;
 	}
 	len = fx_elf_build_id_fd(fd, bid, sizeof(bid));

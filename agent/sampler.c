@@ -362,6 +362,9 @@ void fx_sampler_free(struct fx_sampler *s)
 		return;
 	for (unsigned i = 0; i < s->nev; i++) {
 		fx_ring_release(&s->ev[i].ring);
+		/* s->ev holds nev events; the analyzer loses the calloc()ed nev 0 of
+		 * a fx_sampler_open() that failed early.
+		 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 		munmap(s->ev[i].map, s->ev[i].map_len);
 		close(s->ev[i].fd);
 	}
@@ -557,7 +560,10 @@ static int drain(struct fx_sampler *s, uint64_t cut, fx_sampler_fn fn, void *ctx
 	s->stats.corrupt = 0;
 	for (unsigned i = 0; i < s->nev; i++)
 		s->stats.corrupt += s->ev[i].ring.corrupt;
-	qsort(s->refs, s->nrefs, sizeof(*s->refs), cmp_ref);
+	/* Not qsort(NULL, 0, ...): refs stays NULL until a first record, and a
+	 * NULL base is undefined behaviour even for no elements. */
+	if (s->nrefs > 1)
+		qsort(s->refs, s->nrefs, sizeof(*s->refs), cmp_ref);
 	for (size_t i = 0; i < s->nrefs; i++) {
 		const struct perf_event_header *h = (const void *)(s->buf + s->refs[i].off);
 

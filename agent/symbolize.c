@@ -1061,6 +1061,7 @@ static int collect_dfuncs(struct cu *c, size_t *cap, Dwarf_Die *parent, int dept
 			   tag == DW_TAG_module) {
 			r = collect_dfuncs(c, cap, &child, depth + 1, steps);
 			if (r)
+/* Recursion bounded by MAX_DIE_DEPTH. NOLINTNEXTLINE(misc-no-recursion) */
 				return r;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
@@ -1534,6 +1535,7 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 
 	pthread_once(&elf_once, elf_init);
 	s = calloc(1, sizeof(*s));
+		/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	if (!s)
 		return NULL;
 	while (dirs[n])

@@ -82,6 +82,10 @@ static void sb_putn(struct sbuf *b, const char *s, size_t n)
 
 	if (b->oom)
 		return;
+	if (n >= SIZE_MAX / 2 - b->len) {
+		b->oom = true; /* len + n + 1 and the doubling below would wrap */
+		return;
+	}
 	if (b->len + n + 1 > b->cap) {
 		ncap = b->cap ? b->cap : 128;
 		while (ncap < b->len + n + 1)
@@ -290,7 +294,7 @@ static void redact_into(char *dst, size_t cap, const char *src, size_t len, cons
 			i += tok_len;
 			continue;
 		}
-		dst[o++] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? ' ' : src[i];
+		dst[o++] = (char)((unsigned char)src[i] < 0x20 || src[i] == 0x7f ? ' ' : src[i]);
 		i++;
 	}
 	dst[o] = '\0';
@@ -470,8 +474,9 @@ static int check_url(const char *tmpl, const char *host)
 		ret = fx_log_errno(FX_LOG_ERR, -ret, "upload: out of memory");
 		goto out;
 	}
-	if (strncasecmp(b.p, "http://", 7) && strncasecmp(b.p, "https://", 8) &&
-	    !is_file_url(b.p)) {
+	/* An empty template expands to nothing at all (b.p stays NULL). */
+	if (!b.p || (strncasecmp(b.p, "http://", 7) && strncasecmp(b.p, "https://", 8) &&
+		     !is_file_url(b.p))) {
 		ret = fx_log_errno(FX_LOG_ERR, EINVAL,
 				   "upload.url must start with http://, https:// or file://");
 		goto out;

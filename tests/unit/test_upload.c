@@ -381,6 +381,9 @@ static void test_new_rejects_bad_config(void **state)
 	assert_int_equal(fx_upload_new(&o, "h", &u), -EINVAL);
 	o = base_opts("ftp://c/{id}");
 	assert_int_equal(fx_upload_new(&o, "h", &u), -EINVAL);
+	/* An empty template expands to nothing: refused, not dereferenced. */
+	o = base_opts("");
+	assert_int_equal(fx_upload_new(&o, "h", &u), -EINVAL);
 	o = base_opts("http://c/{id}");
 	o.headers = clash;
 	assert_int_equal(fx_upload_new(&o, "h", &u), -EINVAL);
