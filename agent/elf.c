@@ -2,10 +2,14 @@
 #include "fxagent/elf.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
 
@@ -87,6 +91,29 @@ int fx_elf_build_id_fd(int fd, uint8_t *out, size_t cap)
 out:
 	elf_end(elf);
 	return ret;
+}
+
+int fx_elf_open_regular(const char *path)
+{
+	char proc[64];
+	struct stat st;
+	int pfd, fd;
+
+	/* An O_PATH fd opens neither a FIFO nor a device; it is reopened
+	 * through /proc once known to be a regular file. */
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(pfd);
+		return -ENOEXEC;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
 }
 
 void fx_elf_hex(const uint8_t *id, size_t len, char *out)

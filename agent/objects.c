@@ -222,7 +222,9 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 	}
 	for (size_t i = 0; i < ntries; i++) {
 		uint8_t bid[FX_BUILD_ID_MAX];
-		int fd = open(tries[i], O_RDONLY | O_CLOEXEC);
+		/* A path of a process that is gone is looked up on the host,
+		 * where anything, a FIFO too, may be at it. */
+		int fd = fx_elf_open_regular(tries[i]);
 		int len;
 
 		if (fd < 0)

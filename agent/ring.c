@@ -59,7 +59,9 @@ const struct perf_event_header *fx_ring_next(struct fx_ring *r)
 		memcpy(&hdr, r->data + off, first);
 		memcpy((uint8_t *)&hdr + first, r->data, sizeof(hdr) - first);
 	}
-	if (hdr.size < sizeof(hdr) || hdr.size > avail || hdr.size > r->size) {
+	/* The kernel writes whole u64s: any other size would also leave the
+	 * next record misaligned. */
+	if (hdr.size < sizeof(hdr) || (hdr.size & 7) || hdr.size > avail || hdr.size > r->size) {
 		/* The ring is not what we think it is: skip everything we have. */
 		r->corrupt++;
 		r->tail = r->head;

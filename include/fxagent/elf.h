@@ -14,6 +14,12 @@
  * the file has no build-id, -ENOEXEC when it is not a readable ELF file. */
 int fx_elf_build_id_fd(int fd, uint8_t *out, size_t cap);
 
+/* Opens @path read-only (O_CLOEXEC) if it is a regular file, and never opens
+ * anything else: a path a binary or a process names may be a FIFO (whose open
+ * blocks for ever) or a device (whose open may act). Returns the fd, -ENOEXEC
+ * when @path is no regular file, or -errno. */
+int fx_elf_open_regular(const char *path);
+
 /* Formats @len bytes of @id as lower-case hex into @out (2 * len + 1 bytes). */
 void fx_elf_hex(const uint8_t *id, size_t len, char *out);
 
