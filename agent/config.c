@@ -1307,13 +1307,13 @@ static int get_output(struct ctx *x, const struct node *n)
 
 static int get_symbolization(struct ctx *x, const struct node *n)
 {
-	static const char *const keys[] = { "debug_dirs", "demangle" };
-	const struct node *v[2], *k[2];
+	static const char *const keys[] = { "debug_dirs", "demangle", "max_memory" };
+	const struct node *v[3], *k[3];
 	char sub[PATH_BUF];
 	size_t i;
 	int r;
 
-	r = get_map(x, n, "symbolization", "a mapping", keys, 2, v, k);
+	r = get_map(x, n, "symbolization", "a mapping", keys, 3, v, k);
 	if (!r && v[0])
 		r = check_node(x, v[0], "symbolization.debug_dirs");
 	if (!r && v[0] && !is_null(v[0])) {
@@ -1342,6 +1342,9 @@ static int get_symbolization(struct ctx *x, const struct node *n)
 	}
 	if (!r && v[1])
 		r = get_bool(x, v[1], "symbolization.demangle", &x->c->symbolization.demangle);
+	if (!r && v[2])
+		r = get_size(x, v[2], "symbolization.max_memory", 1ull << 20, 16ull << 30,
+			     &x->c->symbolization.max_memory);
 	return r;
 }
 
@@ -1541,6 +1544,7 @@ int fx_config_defaults(struct fx_config *c)
 	c->window.seconds = 60;
 	c->window.max_stacks = 200000;
 	c->symbolization.demangle = true;
+	c->symbolization.max_memory = 24ull << 20;
 	c->log.level = FX_LOG_NOTICE;
 	c->upload.connect_timeout_ms = 10000;
 	c->upload.timeout_ms = 60000;

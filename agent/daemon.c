@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,7 @@ struct daemon {
 	struct fx_procs *procs;
 	struct fx_unwinder *unwinder;
 	struct fx_recorder rec;
+	uint64_t unwind_mark; /* fx_unwind_mark() at the last rotation */
 	char mount[PATH_MAX];
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */
 	int64_t wall_minus_mono;     /* ns */
@@ -376,13 +378,16 @@ static void rotate(struct daemon *d, uint64_t end)
 		 cpu;
 
 	close_windows(d, end, true);
+	/* Processes that did not run for a whole window give their Dwfl back. */
+	fx_unwind_drop_idle(d->unwinder, d->unwind_mark);
+	d->unwind_mark = fx_unwind_mark(d->unwinder);
 	if (fx_log_get_level() >= FX_LOG_DEBUG && fx_unwind_dwarf(d->unwinder)) {
 		struct fx_dwunwind_stats ds;
 
 		fx_dwunwind_get_stats(fx_unwind_dwarf(d->unwinder), &ds);
 		fx_debug("dwarf: %" PRIu64 " processes cached, %" PRIu64 " created, %" PRIu64
-			 " evicted",
-			 ds.live, ds.dwfl_new, ds.evicted);
+			 " evicted, %" PRIu64 " dropped idle",
+			 ds.live, ds.dwfl_new, ds.evicted, ds.idle_dropped);
 	}
 	fx_procs_sweep(d->procs);
 	resolve_targets(d);
@@ -512,6 +517,7 @@ static uint64_t modules_hash(void)
 static bool same_symbolization(const struct fx_config *a, const struct fx_config *b)
 {
 	if (a->symbolization.demangle != b->symbolization.demangle ||
+	    a->symbolization.max_memory != b->symbolization.max_memory ||
 	    a->symbolization.ndebug_dirs != b->symbolization.ndebug_dirs)
 		return false;
 	for (size_t i = 0; i < a->symbolization.ndebug_dirs; i++)
@@ -524,7 +530,8 @@ static struct fx_symbolizer *symbolizer_for(const struct fx_config *cfg)
 {
 	const char *const *dirs = (const char *const *)cfg->symbolization.debug_dirs;
 	struct fx_symbolizer_opts so = { .debug_dirs = cfg->symbolization.ndebug_dirs ? dirs : NULL,
-					 .no_demangle = !cfg->symbolization.demangle };
+					 .no_demangle = !cfg->symbolization.demangle,
+					 .max_bytes = cfg->symbolization.max_memory };
 
 	return fx_symbolizer_new(&so);
 }
@@ -619,7 +626,7 @@ static void *publisher(void *arg)
 	struct gen *sym_gen = d->sym_gen; /* the config the symbolizer was made for */
 	struct fx_symbolizer *sym = symbolizer_for(sym_gen->cfg);
 	struct fx_kallsyms *ks = NULL;
-	uint64_t ks_modules = 0;
+	uint64_t ks_modules = 0, sym_mark = 0;
 
 	for (;;) {
 		struct fx_shipper_stats st = { 0 };
@@ -659,6 +666,7 @@ static void *publisher(void *arg)
 				d->sym_base.cache_hits += ss.cache_hits;
 				fx_symbolizer_free(sym);
 				sym = ns;
+				sym_mark = 0;
 			}
 		}
 		if (sym_gen != b->g) {
@@ -680,8 +688,18 @@ static void *publisher(void *arg)
 		}
 		for (size_t i = 0; i < b->njobs; i++)
 			nsamples += b->jobs[i].win->counters.samples;
-		if (sym)
+		if (sym) {
+			uint64_t mark = fx_symbolizer_batch(sym);
+
 			write_batch(d, sym, ks, b);
+			/* Objects no chunk of this window or the one before used
+			 * give their memory back. */
+			fx_symbolizer_drop_idle(sym, sym_mark);
+			sym_mark = mark + 1;
+		}
+		/* What the window's tables and dropped caches freed goes back to the
+		 * system, not only to malloc's free lists (all arenas). */
+		malloc_trim(0);
 		memset(&st, 0, sizeof(st));
 		if (d->shipper) {
 			fx_shipper_get_stats(d->shipper, &st);
@@ -691,6 +709,15 @@ static void *publisher(void *arg)
 			       " bytes)",
 			       st.uploaded, st.retried, st.rejected, st.dropped, st.pending,
 			       st.spool_bytes);
+		}
+		if (sym && fx_log_get_level() >= FX_LOG_DEBUG) {
+			struct fx_symbolizer_stats ss;
+
+			fx_symbolizer_get_stats(sym, &ss);
+			fx_debug("symbolizer: %" PRIu64
+				 " objects, %.1f MiB (debug sections %.1f MiB)",
+				 ss.objects_held, (double)ss.bytes / 1048576.0,
+				 (double)ss.dwarf_bytes / 1048576.0);
 		}
 		write_metrics(d, b, sym, &st);
 		fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64

@@ -344,6 +344,25 @@ void fx_dwunwind_free(struct fx_dwunwind *d)
 	free(d);
 }
 
+uint64_t fx_dwunwind_mark(const struct fx_dwunwind *d)
+{
+	return d->tick;
+}
+
+size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n; i++) {
+		if (d->v[i].dwfl && d->v[i].last_use <= mark) {
+			entry_clear(&d->v[i]);
+			n++;
+		}
+	}
+	d->stats.idle_dropped += n;
+	return n;
+}
+
 void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid)
 {
 	for (size_t i = 0; i < d->n; i++) {

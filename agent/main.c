@@ -540,7 +540,8 @@ static int record_once(const struct options *o)
 		.debug_dirs = o->cfg->symbolization.ndebug_dirs
 				      ? (const char *const *)o->cfg->symbolization.debug_dirs
 				      : NULL,
-		.no_demangle = !o->cfg->symbolization.demangle });
+		.no_demangle = !o->cfg->symbolization.demangle,
+		.max_bytes = o->cfg->symbolization.max_memory });
 	if (!symbolizer) {
 		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
 		goto out;

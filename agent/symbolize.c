@@ -41,10 +41,11 @@
 #define MAX_LOOKUP_STEPS (1u << 16)
 #define PAGE_SIZE_MIN	 4096
 #define CHUNK_SIZE	 (64 * 1024)
-/* Debug sections held in memory across all objects (libdw reads them whole);
- * beyond it the least recently used objects release theirs, to be read again
- * if needed. */
-#define DWARF_BUDGET ((uint64_t)256 << 20)
+/* What the symbolizer holds between batches (fx_symbolizer_opts.max_bytes):
+ * tables, cached results, and debug sections, which libdw reads whole. Over
+ * it, the least recently used objects release their debug sections (read
+ * again if needed), then go entirely. */
+#define DEFAULT_MAX_BYTES ((uint64_t)24 << 20)
 
 /* Bump allocator: pointers stay valid until the arena is reset or freed. */
 struct chunk {
@@ -55,6 +56,7 @@ struct chunk {
 
 struct arena {
 	struct chunk *head;
+	size_t bytes; /* malloc'ed, for the memory accounting */
 };
 
 /* Interned strings of one object. */
@@ -150,6 +152,7 @@ struct fx_symbolizer {
 	uint64_t tick;
 	uint64_t batch;
 	uint64_t dw_bytes;
+	uint64_t max_bytes;
 	struct fx_symbolizer_stats stats;
 };
 
@@ -178,6 +181,7 @@ static void *arena_alloc(struct arena *a, size_t size)
 		c->used = 0;
 		c->next = a->head;
 		a->head = c;
+		a->bytes += sizeof(*c) + cap;
 	}
 	c->used += need;
 	return (char *)c->data + c->used - need;
@@ -193,6 +197,7 @@ static void arena_free(struct arena *a)
 		c = next;
 	}
 	a->head = NULL;
+	a->bytes = 0;
 }
 
 static char *arena_strndup(struct arena *a, const char *s, size_t len)
@@ -265,13 +270,15 @@ static void pool_free(struct strpool *p)
 
 /* ---- files ---- */
 
+/* The path comes from a binary (its debug link) or a process: only a regular
+ * file is opened. */
 static int open_elf(const char *path, int *fd_out, Elf **elf_out)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = fx_elf_open_regular(path);
 	Elf *elf;
 
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* ELF_C_READ reads with pread into memory: a file truncated under us
 	 * cannot raise SIGBUS as a mapping would. */
 	elf = elf_begin(fd, ELF_C_READ, NULL);
@@ -734,8 +741,11 @@ static Dwarf *dwarf_open(Elf *elf, int *fd)
 }
 
 /* A dwz-compressed debug file refers to a common file by build-id. libdw looks
- * for it only under /usr/lib/debug: look under our debug dirs first. */
-static void open_alt(struct fx_symbolizer *s, struct object *o)
+ * for it only under /usr/lib/debug: look under our debug dirs first. Returns
+ * 0 when there is no such reference or the file was set as @o's alt, else
+ * -ENOENT: libdw left alone would then open the path the binary names, which
+ * may be a FIFO (its open blocks for ever) or a device. */
+static int open_alt(struct fx_symbolizer *s, struct object *o)
 {
 	struct debug_want w = { 0 };
 	char hex[2 * FX_BUILD_ID_MAX + 1];
@@ -746,8 +756,10 @@ static void open_alt(struct fx_symbolizer *s, struct object *o)
 	int fd = -1;
 
 	len = dwelf_dwarf_gnu_debugaltlink(o->dw, &name, &id);
+	if (len <= 0)
+		return 0;
 	if (len < 2 || len > FX_BUILD_ID_MAX)
-		return;
+		return -ENOENT;
 	w.id = id;
 	w.id_len = (size_t)len;
 	fx_elf_hex(id, (size_t)len, hex);
@@ -757,10 +769,12 @@ static void open_alt(struct fx_symbolizer *s, struct object *o)
 			break;
 	}
 	if (!o->alt_elf)
-		return;
+		return -ENOENT;
 	o->alt_dw = dwarf_open(o->alt_elf, &fd);
-	if (o->alt_dw)
-		dwarf_setalt(o->dw, o->alt_dw);
+	if (!o->alt_dw)
+		return -ENOENT;
+	dwarf_setalt(o->dw, o->alt_dw);
+	return 0;
 }
 
 /* Bytes libdw will hold for @elf: its debug sections, uncompressed. */
@@ -822,7 +836,7 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 	uint64_t bytes = dwarf_bytes(elf);
 	size_t i;
 
-	while (s->dw_bytes + bytes > DWARF_BUDGET) {
+	while (s->dw_bytes + bytes > s->max_bytes) {
 		struct object *victim = NULL;
 
 		for (i = 0; i < s->n_objects; i++) {
@@ -843,7 +857,14 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 		fx_debug("symbolize: no usable DWARF in '%s': %s", o->base_name, dwarf_errmsg(-1));
 		return;
 	}
-	open_alt(s, o);
+	if (open_alt(s, o) < 0) {
+		fx_debug("symbolize: DWARF of '%s' not used: its alt file is not under the "
+			 "debug dirs",
+			 o->base_name);
+		dwarf_end(o->dw);
+		o->dw = NULL;
+		return;
+	}
 	o->dw_bytes = bytes;
 	s->dw_bytes += bytes;
 }
@@ -877,14 +898,17 @@ static int load_object(struct fx_symbolizer *s, struct object *o, const struct f
 	Elf *elf = NULL, *delf = NULL;
 	struct stat st;
 
-	if (src->fd >= 0)
+	if (src->fd >= 0) {
 		fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
-	else if (src->path)
-		fd = open(src->path, O_RDONLY | O_CLOEXEC);
-	else
+		if (fd < 0)
+			return -errno;
+	} else if (src->path) {
+		fd = fx_elf_open_regular(src->path);
+		if (fd < 0)
+			return fd;
+	} else {
 		return -EINVAL;
-	if (fd < 0)
-		return -errno;
+	}
 	if (fstat(fd, &st) != 0) {
 		ret = -errno;
 		close(fd);
@@ -974,13 +998,15 @@ static int cmp_dfunc(const void *a, const void *b)
 static void load_cus(struct object *o)
 {
 	Dwarf_CU *cu = NULL, *next;
-	Dwarf_Die cudie, subdie;
+	Dwarf_Die cudie;
 	uint8_t unit_type;
 	Dwarf_Half version;
 	size_t cap_cus = 0, cap_r = 0;
 
 	o->cus_loaded = true;
-	while (dwarf_get_units(o->dw, cu, &next, &version, &unit_type, &cudie, &subdie) == 0) {
+	/* No subdie: for a skeleton unit libdw would open the .dwo file the
+	 * binary names (a FIFO there blocks for ever). */
+	while (dwarf_get_units(o->dw, cu, &next, &version, &unit_type, &cudie, NULL) == 0) {
 		ptrdiff_t off = 0;
 		Dwarf_Addr base, lo, hi;
 
@@ -1035,6 +1061,7 @@ static int add_dfunc(struct cu *c, size_t *cap, uint64_t lo, uint64_t hi, Dwarf_
 
 /* Collects the subprograms with code under @parent, looking into namespaces
  * and classes (member functions can be defined there). */
+/* Recursion bounded by MAX_DIE_DEPTH. NOLINTNEXTLINE(misc-no-recursion) */
 static int collect_dfuncs(struct cu *c, size_t *cap, Dwarf_Die *parent, int depth, unsigned *steps)
 {
 	Dwarf_Die child;
@@ -1061,7 +1088,6 @@ static int collect_dfuncs(struct cu *c, size_t *cap, Dwarf_Die *parent, int dept
 			   tag == DW_TAG_module) {
 			r = collect_dfuncs(c, cap, &child, depth + 1, steps);
 			if (r)
-/* Recursion bounded by MAX_DIE_DEPTH. NOLINTNEXTLINE(misc-no-recursion) */
 				return r;
 		}
 	} while (dwarf_siblingof(&child, &child) == 0);
@@ -1509,6 +1535,7 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	}
 	if (s->n_objects == s->cap_objects) {
 		size_t ncap = s->cap_objects ? s->cap_objects * 2 : 64;
+		/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
 		struct object **v = realloc(s->objects, ncap * sizeof(*v));
 
 		if (!v) {
@@ -1535,7 +1562,6 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 
 	pthread_once(&elf_once, elf_init);
 	s = calloc(1, sizeof(*s));
-		/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	if (!s)
 		return NULL;
 	while (dirs[n])
@@ -1552,6 +1578,7 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 		s->no_demangle = opts->no_demangle;
 		s->no_inline = opts->no_inline;
 	}
+	s->max_bytes = opts && opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
 	return s;
 fail:
 	fx_symbolizer_free(s);
@@ -1610,12 +1637,90 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	return o ? o->err : -ENOMEM;
 }
 
+/* Heap bytes @o holds (libdw's own structures beyond the debug sections are
+ * not counted: they are a fraction of them). */
+static uint64_t object_bytes(const struct object *o)
+{
+	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->strs.mem.bytes +
+		     o->strs.cap * sizeof(*o->strs.slots) + o->res_mem.bytes +
+		     o->cap_cache * sizeof(*o->cache) + o->n_loads * sizeof(*o->loads) +
+		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
+		     o->dw_bytes;
+
+	for (size_t i = 0; i < o->n_cus; i++)
+		b += o->cus[i].n_funcs * sizeof(*o->cus[i].funcs);
+	return b;
+}
+
+/* Back under max_bytes, least recently used first: debug sections go
+ * before whole objects (tables and results are what lookups need most). */
+static void trim(struct fx_symbolizer *s)
+{
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < s->n_objects; i++)
+		total += object_bytes(s->objects[i]);
+	while (total > s->max_bytes && s->n_objects) {
+		size_t v = 0;
+		uint64_t before;
+
+		for (size_t i = 1; i < s->n_objects; i++) {
+			const struct object *a = s->objects[i], *b = s->objects[v];
+
+			/* Objects with DWARF first, then by last use. */
+			if ((a->dw != NULL) != (b->dw != NULL) ? a->dw != NULL
+							       : a->last_use < b->last_use)
+				v = i;
+		}
+		before = object_bytes(s->objects[v]);
+		if (s->objects[v]->dw) {
+			release_dwarf(s, s->objects[v]);
+			s->objects[v]->dw_released = true;
+			total -= before - object_bytes(s->objects[v]);
+		} else {
+			object_free(s, s->objects[v]);
+			s->objects[v] = s->objects[--s->n_objects];
+			total -= before;
+			s->stats.trimmed++;
+		}
+	}
+}
+
 void fx_symbolizer_begin_batch(struct fx_symbolizer *s)
 {
+	/* The last batch's results are no longer needed: make room. */
+	trim(s);
 	s->batch++;
+}
+
+uint64_t fx_symbolizer_batch(const struct fx_symbolizer *s)
+{
+	return s->batch;
+}
+
+size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n_objects;) {
+		if (s->objects[i]->batch < batch) {
+			object_free(s, s->objects[i]);
+			s->objects[i] = s->objects[--s->n_objects];
+			n++;
+		} else {
+			i++;
+		}
+	}
+	trim(s);
+	return n;
 }
 
 void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer_stats *out)
 {
 	*out = s->stats;
+	out->objects_held = s->n_objects;
+	out->dwarf_bytes = s->dw_bytes;
+	out->bytes = 0;
+	for (size_t i = 0; i < s->n_objects; i++)
+		out->bytes += object_bytes(s->objects[i]);
 }

@@ -37,6 +37,16 @@ void fx_unwind_free(struct fx_unwinder *u)
 	free(u);
 }
 
+uint64_t fx_unwind_mark(const struct fx_unwinder *u)
+{
+	return u->dw ? fx_dwunwind_mark(u->dw) : 0;
+}
+
+size_t fx_unwind_drop_idle(struct fx_unwinder *u, uint64_t mark)
+{
+	return u->dw ? fx_dwunwind_drop_idle(u->dw, mark) : 0;
+}
+
 void fx_unwind_forget(struct fx_unwinder *u, uint32_t pid)
 {
 	if (u->dw)

@@ -68,7 +68,8 @@ struct fx_config {
 	struct {
 		char *debug_dirs[FX_CONFIG_MAX_DEBUG_DIRS]; /* default { "/usr/lib/debug" } */
 		size_t ndebug_dirs;
-		bool demangle; /* default true */
+		bool demangle;	     /* default true */
+		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 24 MiB */
 	} symbolization;
 	struct {
 		int level; /* enum fx_log_level; "error" "warning" "notice" "info"

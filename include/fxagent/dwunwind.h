@@ -27,14 +27,15 @@
 #define FX_DWUNWIND_NREGS 17
 
 struct fx_dwunwind_stats {
-	uint64_t unwinds;     /* samples unwound */
-	uint64_t dwfl_new;    /* Dwfl created (first sample, exec, eviction) */
-	uint64_t dwfl_update; /* modules added to a live Dwfl (dlopen) */
-	uint64_t evicted;     /* Dwfl dropped for the cache bound */
-	uint64_t truncated;   /* unwinds that stopped before the outermost frame */
-	uint64_t no_regs;     /* samples without user registers (kernel threads) */
-	uint64_t ns;	      /* time spent unwinding */
-	uint64_t live;	      /* Dwfl held now (processes cached) */
+	uint64_t unwinds;      /* samples unwound */
+	uint64_t dwfl_new;     /* Dwfl created (first sample, exec, eviction) */
+	uint64_t dwfl_update;  /* modules added to a live Dwfl (dlopen) */
+	uint64_t evicted;      /* Dwfl dropped for the cache bound */
+	uint64_t idle_dropped; /* Dwfl dropped by fx_dwunwind_drop_idle() */
+	uint64_t truncated;    /* unwinds that stopped before the outermost frame */
+	uint64_t no_regs;      /* samples without user registers (kernel threads) */
+	uint64_t ns;	       /* time spent unwinding */
+	uint64_t live;	       /* Dwfl held now (processes cached) */
 };
 
 struct fx_dwunwind;
@@ -55,6 +56,13 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 
 /* Drops the Dwfl of @pid (it exited). */
 void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid);
+
+/* A mark of now, for fx_dwunwind_drop_idle(). */
+uint64_t fx_dwunwind_mark(const struct fx_dwunwind *d);
+/* Drops every Dwfl not used since @mark: a process that stopped running
+ * gives its memory back (a Dwfl holds its modules' parsed CFI, up to a few
+ * MiB) and is rebuilt if it runs again. Returns how many were dropped. */
+size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark);
 
 void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out);
 

@@ -49,6 +49,9 @@ struct fx_symbolizer_opts {
 	const char *const *debug_dirs;
 	bool no_demangle;
 	bool no_inline; /* skip DWARF: only the function tables */
+	/* Bytes held between batches (tables, results, debug sections); 0 =
+	 * 24 MiB. A batch may go over it: its results stay valid to its end. */
+	uint64_t max_bytes;
 };
 
 struct fx_symbolizer_stats {
@@ -56,6 +59,12 @@ struct fx_symbolizer_stats {
 	uint64_t lookups;    /* addresses asked for */
 	uint64_t cache_hits; /* answered from the (object, offset) cache */
 	uint64_t unresolved; /* addresses with no symbol */
+	/* Now: objects held, their heap bytes (tables, results, debug sections)
+	 * and, of those, the debug sections libdw holds. */
+	uint64_t objects_held;
+	uint64_t bytes;
+	uint64_t dwarf_bytes;
+	uint64_t trimmed; /* objects freed to stay under max_bytes */
 };
 
 /* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */
@@ -67,6 +76,13 @@ void fx_symbolizer_free(struct fx_symbolizer *s);
  * every result of a batch stays valid until the next batch begins; a batch
  * that uses more objects than the bound holds them all until then. */
 void fx_symbolizer_begin_batch(struct fx_symbolizer *s);
+
+/* The current batch's number, for fx_symbolizer_drop_idle(). */
+uint64_t fx_symbolizer_batch(const struct fx_symbolizer *s);
+/* Frees every object no batch since @batch used (tables, results, debug
+ * sections): what stopped running gives its memory back; then trims what is
+ * left to max_bytes. Call between batches. Returns how many were freed. */
+size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch);
 
 /* Resolves @n file offsets (offsets in the ELF file, as perf mappings give them:
  * addr - map_start + pgoff) of the object @src. Fills out[0..n-1] always: when

@@ -51,6 +51,10 @@ void fx_unwind_forget(struct fx_unwinder *u, uint32_t pid);
 /* NULL in frame-pointer mode. */
 const struct fx_dwunwind *fx_unwind_dwarf(const struct fx_unwinder *u);
 
+/* fx_dwunwind_mark() / fx_dwunwind_drop_idle() in dwarf mode; 0 in fp mode. */
+uint64_t fx_unwind_mark(const struct fx_unwinder *u);
+size_t fx_unwind_drop_idle(struct fx_unwinder *u, uint64_t mark);
+
 /* Writes the call path of @s (taken in process @proc, which may be NULL for
  * kernel threads) into @out (@cap entries, outermost first). */
 void fx_unwind_sample(struct fx_unwinder *u, const struct fx_proc *proc,

@@ -107,6 +107,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	assert_int_equal(a->spool.max_bytes, b->spool.max_bytes);
 	assert_int_equal(a->spool.max_age_s, b->spool.max_age_s);
 	assert_int_equal(a->sampling.ring_bytes, b->sampling.ring_bytes);
+	assert_int_equal(a->symbolization.max_memory, b->symbolization.max_memory);
 	assert_str_or_null(a->metrics.textfile, b->metrics.textfile);
 }
 
@@ -195,6 +196,7 @@ static void check_full(const struct fx_config *c)
 	assert_int_equal(c->spool.max_age_s, 36 * 3600);
 	assert_string_equal(c->metrics.textfile, "/var/lib/node-exporter/fxagent.prom");
 	assert_int_equal(c->sampling.ring_bytes, 64 << 10);
+	assert_int_equal(c->symbolization.max_memory, 8 << 20);
 }
 
 static void check_low_edges(const struct fx_config *c)
@@ -975,6 +977,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->spool.max_age_s, 7 * 86400);
 	assert_null(c->metrics.textfile);
 	assert_int_equal(c->sampling.ring_bytes, 0);
+	assert_int_equal(c->symbolization.max_memory, 24 << 20);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
 	fx_config_release(c);

@@ -534,6 +534,57 @@ static void test_object_lru(void **state)
 }
 
 /* One batch using more objects than the bound keeps every result valid. */
+/* Memory is given back: objects no batch since a mark used are freed, and
+ * between batches what is held stays under max_bytes; lookups after either
+ * give the same answers (the files are read again). */
+static void test_memory_bounds(void **state)
+{
+	struct fx_symbolizer_opts opts = { .max_bytes = 1 };
+	struct fx_symbolizer *s = fx_symbolizer_new(&opts);
+	struct fx_symbolizer_stats st;
+	struct elf_sym a = fixture_sym(FIX("libfxfix.so"), "fx_fix_inline_mark");
+	struct fx_sym_result r1, r2;
+	uint64_t off = a.offset, mark;
+
+	(void)state;
+	fx_symbolizer_begin_batch(s);
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r1), 0);
+	expect_function(s, FIX("fxfix-pie"), "fx_fix_alpha", "fx_fix_alpha");
+	fx_symbolizer_get_stats(s, &st);
+	/* Within a batch the bound waits: its results stay valid. */
+	assert_int_equal(st.objects_held, 2);
+	assert_true(st.bytes > 1);
+	assert_int_equal(r1.n_frames, 2);
+	assert_string_equal(r1.frames[1].name, "fx_fix_helper");
+
+	fx_symbolizer_begin_batch(s);
+	/* Between batches: under the bound, here nothing at all. */
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects_held, 0);
+	assert_int_equal(st.trimmed, 2);
+	off = a.offset;
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r2), 0);
+	assert_int_equal(r2.n_frames, 2);
+	assert_string_equal(r2.frames[0].name, "fx_fix_caller");
+	assert_string_equal(r2.frames[1].name, "fx_fix_helper");
+	assert_int_equal(r2.frames[1].line, marker_line("helper"));
+	fx_symbolizer_free(s);
+
+	/* drop_idle: the object the last batch did not use goes, the other stays
+	 * (with a bound large enough to keep both). */
+	s = fx_symbolizer_new(NULL);
+	fx_symbolizer_begin_batch(s);
+	expect_function(s, FIX("fxfix-pie"), "fx_fix_alpha", "fx_fix_alpha");
+	fx_symbolizer_begin_batch(s);
+	mark = fx_symbolizer_batch(s);
+	off = a.offset;
+	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r1), 0);
+	assert_int_equal(fx_symbolizer_drop_idle(s, mark), 1);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects_held, 1);
+	fx_symbolizer_free(s);
+}
+
 static void test_batch_keeps_results(void **state)
 {
 	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
@@ -658,6 +709,7 @@ int main(void)
 		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_inline_frames),
 		cmocka_unit_test(test_asm_label),
+		cmocka_unit_test(test_memory_bounds),
 		cmocka_unit_test(test_cpp_demangled),
 		cmocka_unit_test(test_debug_file_by_build_id),
 		cmocka_unit_test(test_debug_file_by_debuglink),
