@@ -280,10 +280,10 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	fd = memfd_create("vdso", MFD_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (write(fd, (const void *)(uintptr_t)start, end - start) != (ssize_t)(end - start)) {
-		close(fd);
 	/* Our own vDSO image, at the address /proc/self/maps gave.
 	 * NOLINTNEXTLINE(performance-no-int-to-ptr) */
+	if (write(fd, (const void *)(uintptr_t)start, end - start) != (ssize_t)(end - start)) {
+		close(fd);
 		return;
 	}
 	len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
