@@ -19,12 +19,14 @@ fi
 # debhelper, dpkg-dev, lintian, man-db: scripts/build-deb.sh and
 # integration.package; debootstrap (with the archive's keyring) and
 # systemd-container (systemd-nspawn): integration.systemd boots the package
-# under a real systemd in a container.
+# under a real systemd in a container. clang-tidy, cppcheck: the static.*
+# tests; clang-14 with its runtime: the libFuzzer targets (scripts/fuzz.sh).
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
 	openssl nginx-light \
 	debhelper dpkg-dev lintian man-db procps \
-	debootstrap debian-archive-keyring systemd-container
+	debootstrap debian-archive-keyring systemd-container \
+	clang-tidy cppcheck clang-14 libclang-rt-14-dev
 [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm

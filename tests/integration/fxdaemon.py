@@ -193,11 +193,15 @@ class Daemon:
             raise fxtest.Stop(f"fxagent did not exit within {timeout} s of signal {sig}; log: "
                               f"{self.text()[-2000:]}")
 
-    def chunks(self):
-        """{target: [(seq, path)] sorted by seq}; any other file is a failure."""
+    def chunks(self, running=False):
+        """{target: [(seq, path)] sorted by seq}; any other file is a failure.
+        With running, a chunk still being written (its temporary file) is
+        left out."""
         out = {}
         names = os.listdir(self.out) if os.path.isdir(self.out) else []
         for name in sorted(names):
+            if running and ".json.gz.tmp" in name:
+                continue
             m = CHUNK_RE.match(name)
             if not self.t.check(m, f"{self.out}: unexpected file {name!r} (not "
                                 "<target>-<YYYYmmddTHHMMSSZ>-<seq>.json.gz)"):

@@ -26,9 +26,7 @@ from fxdaemon import Daemon, EPS_MS, check_chunk, spawn_in, with_cgroups
 def wait_for_target(t, d, name, timeout=6):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        # Not d.chunks(): a chunk being written is a temporary file for now.
-        names = os.listdir(d.out) if os.path.isdir(d.out) else []
-        if any(n.startswith(name + "-") and n.endswith(".json.gz") for n in names):
+        if name in d.chunks(running=True):
             return True
         time.sleep(0.1)
     return False

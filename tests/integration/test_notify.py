@@ -132,7 +132,7 @@ def body(t):
                 f"broken config")
         t.check(f"{cfg}:3:3: window.bogus: unknown key" in d.text(),
                 f"the log does not name {cfg}:3:3 and window.bogus: {d.text()[-1500:]}")
-        after_bad = [s for s, p in d.chunks().get("hot", [])
+        after_bad = [s for s, p in d.chunks(running=True).get("hot", [])
                      if fxtest.Profile(p).data["meta"]["fxagent"]["windowStart"] > bad_wall_ms]
         t.check(after_bad, "no chunk of target hot started after the broken reload")
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Ring overflow: the daemon with an 8 KiB ring per CPU (sampling.ring_size),
-frame-pointer stacks at 10 kHz, 1 s windows, while two fx-hot-ab keep both CPUs
-busy: the kernel overwrites nothing, it drops samples and says how many.
+DWARF stacks with 4 KiB stack copies (so the ring holds one sample at a time)
+at 10 kHz, 1 s windows, while two fx-hot-ab keep both CPUs busy: the kernel
+overwrites nothing, it drops samples and says how many.
 
 - the agent warns at start that its rings are too small;
 - the drops are counted: meta.fxagent.lost, the FxRecording marker's lost and
@@ -24,7 +25,7 @@ def body(t):
     metrics = os.path.join(t.work, "fxagent.prom")
     pids = [t.workload("fx-hot-ab", 30).pid for _ in range(2)]
     d = Daemon(t, "ring", "window:\n  seconds: 1\nsampling:\n  ring_size: 8KiB\n"
-               "  frequency: 10000\n  unwind: fp\n"
+               "  frequency: 10000\n  unwind: dwarf\n  stack_bytes: 4096\n"
                f"metrics:\n  textfile: {metrics}\n")
     d.wait_started()
     time.sleep(5.5)
