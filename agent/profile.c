@@ -1121,17 +1121,9 @@ static void sync_dir_of(const char *path)
  * threads create files meanwhile). */
 static mode_t file_umask(void)
 {
-	unsigned int mask = 022;
-	char line[64];
-	FILE *f = fopen("/proc/self/status", "re");
+	unsigned long long mask;
 
-	if (!f)
-		return 022;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Umask: %o", &mask) == 1)
-			break;
-	fclose(f);
-	return (mode_t)(mask & 0777);
+	return fx_self_status("Umask", 8, &mask) == 0 ? (mode_t)(mask & 0777) : 022;
 }
 
 int fx_profile_write_file(const struct fx_profile_input *in, const char *path,

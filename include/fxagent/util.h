@@ -81,22 +81,36 @@ static inline int fx_mkdir_parents(const char *path)
 	return rc;
 }
 
+/* A number field of /proc/self/status ("VmHWM", "Umask"), read in @base
+ * (10; 8 for Umask). Returns 0 or -errno (-ENOENT: no such field). */
+static inline int fx_self_status(const char *field, int base, unsigned long long *out)
+{
+	size_t n = strlen(field);
+	char line[128];
+	int rc = -ENOENT;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, field, n) == 0 && line[n] == ':') {
+			*out = strtoull(line + n + 1, NULL, base);
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
 /* This process's peak resident set (VmHWM) in KiB, 0 if unknown. Not
  * getrusage(): its ru_maxrss keeps the peak of the image before exec (the
  * parent that forked us), which can be larger than ours. */
 static inline uint64_t fx_peak_rss_kib(void)
 {
 	unsigned long long kib = 0;
-	char line[128];
-	FILE *f = fopen("/proc/self/status", "re");
 
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmHWM: %llu kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
+	return fx_self_status("VmHWM", 10, &kib) == 0 ? kib : 0;
 }
 
 #endif
