@@ -1121,7 +1121,7 @@ static void sync_dir_of(const char *path)
  * threads create files meanwhile). */
 static mode_t file_umask(void)
 {
-	unsigned long long mask;
+	unsigned long long mask = 022;
 
 	return fx_self_status("Umask", 8, &mask) == 0 ? (mode_t)(mask & 0777) : 022;
 }
