@@ -1,36 +1,38 @@
 #!/usr/bin/env python3
-"""Benchmark of the agent (daemon mode) with N cgroup targets.
+# SPDX-License-Identifier: MIT
+"""The agent (daemon mode) with N cgroup targets.
 
 Makes N cgroups under the cgroup2 mount, one CPU-bound fx-bench-work in each,
 runs `fxagent` with one `cgroup:` target per cgroup and W-second windows for D
-seconds, and prints: the agent's CPU (share of one CPU) and RSS sampled every
-few seconds (to see that it stays flat), the time the sampler thread spent on
-each window rotation (average and maximum, from the agent's own stats), and
-the chunk bytes per sample. Figures, not a pass/fail test. Needs root.
+seconds, and prints: the agent's CPU (share of one CPU, from its threads'
+schedstat) and RSS sampled along the run (to see that it stays flat), the
+time the sampler thread spent on each window rotation (average and maximum,
+from the agent's own stats), and the chunk bytes per sample.
 
-usage: bench/daemon.py [--build DIR] [--targets N] [--duration S] [--window W]
+usage: bench/daemon.py [--build DIR] [--quick] [--targets N] [--duration S] [--window W]
 """
-import argparse
 import glob
-import gzip
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-ROT = re.compile(r"stats: windows (\d+), chunks (\d+), chunk errors (\d+), samples (\d+), "
-                 r"rotation avg ([\d.]+) us max ([\d.]+) us, rotation cpu avg ([\d.]+) us "
-                 r"max ([\d.]+) us")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fxbench as fb  # noqa: E402
+
+
+def add_args(ap):
+    ap.add_argument("--targets", type=int, default=10)
+    ap.add_argument("--duration", type=int, help="seconds (default 300 alone, 60 in run.py; "
+                    "--quick 12)")
+    ap.add_argument("--window", type=int, help="window seconds (default 10; --quick 3)")
 
 
 def cgroup2_mount():
     with open("/proc/self/mountinfo") as f:
-        mounts = [line.split(" - ")[0].split()[4] for line in f
-                  if " - cgroup2 " in line]
+        mounts = [line.split(" - ")[0].split()[4] for line in f if " - cgroup2 " in line]
     for want in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
         if want in mounts:
             return want
@@ -39,99 +41,87 @@ def cgroup2_mount():
     return mounts[0]
 
 
-def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
-def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(here, "..", "build"))
-    ap.add_argument("--targets", type=int, default=10)
-    ap.add_argument("--duration", type=int, default=300)
-    ap.add_argument("--window", type=int, default=10)
-    a = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("run as root")
+def run(ctx, a):
+    dur = a.duration or (12 if ctx.quick else getattr(ctx, "daemon_seconds", 300))
+    win = a.window or (3 if ctx.quick else 10)
+    ctx.need(ctx.agent, ctx.work)
+    fb.need_root()
     mount = cgroup2_mount()
-    agent = os.path.join(a.build, "fxagent")
-    work = os.path.join(a.build, "bench", "fx-bench-work")
     names = [f"fxbench-{os.getpid()}-{i}" for i in range(a.targets)]
     procs = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="fxbench-") as tmp:
         out = os.path.join(tmp, "chunks")
         cfg = os.path.join(tmp, "fxagent.yaml")
         with open(cfg, "w") as f:
-            f.write(f"window:\n  seconds: {a.window}\noutput:\n  directory: {out}\ntargets:\n")
+            f.write(f"window:\n  seconds: {win}\noutput:\n  directory: {out}\ntargets:\n")
             for n in names:
                 f.write(f"  - name: {n}\n    cgroup: /{n}\n")
         try:
             for n in names:
                 os.mkdir(os.path.join(mount, n))
-                p = subprocess.Popen([work, str(a.duration + 30)], stdout=subprocess.DEVNULL)
+                p = subprocess.Popen([ctx.work, str(dur + 30)], stdout=subprocess.DEVNULL)
                 procs.append(p)
                 with open(os.path.join(mount, n, "cgroup.procs"), "w") as f:
                     f.write(str(p.pid))
-            ag = subprocess.Popen([agent, "--config", cfg, "--verbose"],
+            ag = subprocess.Popen([ctx.agent, "--config", cfg, "--verbose"],
                                   stderr=subprocess.PIPE, text=True)
+            err = []
+            drain = threading.Thread(target=lambda: err.append(ag.stderr.read()), daemon=True)
+            drain.start()
             time.sleep(2)
             series = []
-            t0, c0 = time.monotonic(), cpu_s(ag.pid)
-            step = max(5, a.duration // 30)
-            while time.monotonic() - t0 < a.duration:
+            t0, c0 = time.monotonic(), fb.task_cpu_ns(ag.pid)
+            step = max(2, dur // 30)
+            while time.monotonic() - t0 < dur:
                 time.sleep(step)
                 if ag.poll() is not None:
-                    sys.exit(f"fxagent exited {ag.returncode}:\n{ag.stderr.read()}")
-                series.append((time.monotonic() - t0, cpu_s(ag.pid), rss_mb(ag.pid)))
-                print(f"t={series[-1][0]:5.0f} s  agent cpu {series[-1][1]:.2f} s  "
-                      f"rss {series[-1][2]:.1f} MB", flush=True)
-            t1, c1 = time.monotonic(), cpu_s(ag.pid)
-            ag.send_signal(signal.SIGINT)
-            err = ag.communicate(timeout=120)[1]
+                    drain.join()
+                    sys.exit(f"fxagent exited {ag.returncode}:\n{''.join(err)}")
+                series.append((time.monotonic() - t0, fb.task_cpu_ns(ag.pid),
+                               (fb.status_kib(ag.pid, "VmRSS") or 0) / 1024.0))
+                ctx.log(f"daemon: t={series[-1][0]:5.0f} s  agent cpu "
+                        f"{(series[-1][1] - c0) / 1e9:.2f} s  rss {series[-1][2]:.1f} MiB")
+            t1, c1 = time.monotonic(), fb.task_cpu_ns(ag.pid)
+            fb.stop(ag)
+            drain.join()
         finally:
-            for p in procs:
-                p.kill()
-                p.wait()
+            fb.kill_all(procs)
             for n in names:
                 try:
                     os.rmdir(os.path.join(mount, n))
                 except OSError:
                     pass
-        m = ROT.search(err)
-        chunks = glob.glob(os.path.join(out, "*.json.gz"))
-        nbytes = sum(os.path.getsize(c) for c in chunks)
-        nsamples = 0
-        for c in chunks:
-            with gzip.open(c, "rt") as f:
-                nsamples += json.load(f)["meta"]["fxagent"]["samples"]
+        err = "".join(err)
+        m = fb.DAEMON_STATS.search(err)
+        chunks = [fb.chunk_figures(c) for c in glob.glob(os.path.join(out, "*.json.gz"))]
+    nbytes = sum(c["bytes"] for c in chunks)
+    nsamples = sum(c["samples"] for c in chunks)
     rss = [r for _, _, r in series]
     half = rss[len(rss) // 2:]
-    print()
-    print(f"fxagent, {a.targets} cgroup targets each running fx-bench-work, {a.window} s "
-          f"windows, {a.duration} s")
-    print("| figure | value |")
-    print("|---|---|")
-    print(f"| agent CPU | {100 * (c1 - c0) / (t1 - t0):.3f}% of one CPU |")
-    print(f"| RSS first / last / max of the second half | {rss[0]:.1f} / {rss[-1]:.1f} / "
-          f"{max(half):.1f} MB |")
+    rows = [["agent CPU", f"{100 * (c1 - c0) / 1e9 / (t1 - t0):.3f}% of one CPU"],
+            ["RSS first / last / max of the second half",
+             f"{rss[0]:.1f} / {rss[-1]:.1f} / {max(half):.1f} MiB"]]
     if m:
-        print(f"| windows, chunks (errors) | {m.group(1)}, {m.group(2)} ({m.group(3)}) |")
-        print(f"| rotation pause, wall clock, avg / max | {m.group(5)} / {m.group(6)} us |")
-        print(f"| rotation pause, sampler thread CPU, avg / max | {m.group(7)} / "
-              f"{m.group(8)} us |")
-    print(f"| chunk bytes per sample | {nbytes / max(1, nsamples):.1f} ({nbytes} bytes, "
-          f"{nsamples} samples, {len(chunks)} chunks) |")
+        # The kernel updates the high-water mark lazily: a VmRSS seen earlier
+        # can exceed the VmHWM read at exit.
+        rows += [["peak RSS", f"{max(float(m.group(9)), max(rss)):.1f} MiB"],
+                 ["windows, chunks (errors)", f"{m.group(1)}, {m.group(2)} ({m.group(3)})"],
+                 ["rotation pause, wall clock, avg / max", f"{m.group(5)} / {m.group(6)} us"],
+                 ["rotation pause, sampler thread CPU, avg / max",
+                  f"{m.group(7)} / {m.group(8)} us"]]
+    rows.append(["chunk bytes per sample", f"{nbytes / max(1, nsamples):.1f} ({nbytes} bytes, "
+                 f"{nsamples} samples, {len(chunks)} chunks)"])
+    rot = float(m.group(6)) / 1000 if m else None
+    grow = rss[-1] - rss[0]
+    aims = [f"Aims: RSS under 50 MiB ({fb.aim(max(rss) < 50, f'{max(rss):.1f} MiB')}) and "
+            f"flat ({fb.aim(grow < 0.1 * rss[0], f'{grow:+.1f} MiB from first to last')}), "
+            f"rotation pause under 1 ms "
+            f"({fb.aim(rot is not None and rot < 1, fb.f(rot, '{:.2f} ms at most'))}).", ""]
+    lines = ["### Cgroup targets", "",
+             f"`bench/daemon.py`: the agent with {a.targets} `cgroup:` targets, one "
+             f"`fx-bench-work` in each (every CPU busy), {win} s windows, for {dur} s.", ""]
+    return lines + fb.table(["figure", "value"], rows) + aims
 
 
 if __name__ == "__main__":
-    main()
+    fb.section_main(sys.modules[__name__], __doc__)

@@ -1,17 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark of uploads: window end to chunk acknowledged by a local nginx.
+# SPDX-License-Identifier: MIT
+"""Uploads: window end to chunk acknowledged by a local nginx.
 
 Runs nginx (loopback, WebDAV PUT) and the agent in whole-system mode with
 W-second windows and upload.url pointing at nginx, while one fx-bench-work
 runs per CPU, for N full windows. Prints, per chunk and as medians: the time
 from the window's end to nginx logging the PUT (the acknowledgement), and the
 CPU time the agent's threads spent per chunk: fx-publish (symbolize, encode,
-gzip, write to the spool) and fx-upload (send). Figures, not a pass/fail test.
-Needs root and nginx (nginx-light).
+gzip, write to the spool) and fx-upload (send). Needs nginx (nginx-light).
 
-usage: bench/upload.py [--build DIR] [--window SECONDS] [--windows N]
+usage: bench/upload.py [--build DIR] [--quick] [--window SECONDS] [--windows N]
 """
-import argparse
 import calendar
 import os
 import re
@@ -24,6 +23,15 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fxbench as fb  # noqa: E402
+
+
+def add_args(ap):
+    ap.add_argument("--window", type=int, help="window seconds (default 60 alone, 20 in "
+                    "run.py; --quick 5)")
+    ap.add_argument("--windows", type=int, help="full windows (default 2; --quick 1)")
+
 
 def free_port():
     with socket.socket() as s:
@@ -32,32 +40,30 @@ def free_port():
 
 
 def thread_cpu(pid, name):
-    tck = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    """CPU seconds of the threads of @pid named @name (schedstat)."""
+    total = 0
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
                 if f.read().strip() != name:
                     continue
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tck
-        except OSError:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError):
             pass
-    return total
+    return total / 1e9
 
 
-def main():
-    here = os.path.dirname(os.path.abspath(__file__))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", default=os.path.join(here, "..", "build"))
-    ap.add_argument("--window", type=int, default=60)
-    ap.add_argument("--windows", type=int, default=2)
-    a = ap.parse_args()
+def run(ctx, a):
+    window = a.window or (5 if ctx.quick else getattr(ctx, "upload_window", 60))
+    windows = a.windows or (1 if ctx.quick else 2)
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if os.geteuid() != 0 or not os.access(nginx, os.X_OK):
-        sys.exit("run as root, with nginx installed")
-    with tempfile.TemporaryDirectory() as d:
+    head = ["### Uploads", ""]
+    if not os.access(nginx, os.X_OK):
+        return head + ["Not measured: nginx is missing (apt-get install nginx-light).", ""]
+    ctx.need(ctx.agent, ctx.work)
+    fb.need_root()
+    with tempfile.TemporaryDirectory(prefix="fxbench-") as d:
         port = free_port()
         for sub in ("root/put", "logs", "tmp"):
             os.makedirs(os.path.join(d, sub))
@@ -76,28 +82,22 @@ http {{
 """)
         cfg = os.path.join(d, "fxagent.yaml")
         with open(cfg, "w") as f:
-            f.write(f"window:\n  seconds: {a.window}\noutput:\n  directory: {d}/out\n"
+            f.write(f"window:\n  seconds: {window}\noutput:\n  directory: {d}/out\n"
                     f"upload:\n  url: http://127.0.0.1:{port}/put/{{end}}-{{seq}}-{{id}}.json.gz\n"
                     f"  method: PUT\nspool:\n  directory: {d}/spool\n")
         ng = subprocess.Popen([nginx, "-c", conf, "-p", d + "/"])
-        work = [subprocess.Popen([os.path.join(a.build, "bench", "fx-bench-work"),
-                                  str(a.window * (a.windows + 2) + 30)],
-                                 stdout=subprocess.DEVNULL) for _ in range(os.cpu_count())]
+        work = fb.start_work(ctx, fb.NCPU, window * (windows + 2) + 30)
         try:
             time.sleep(0.5)
-            ag = subprocess.Popen([os.path.join(a.build, "fxagent"), "--config", cfg],
-                                  stderr=subprocess.PIPE, text=True)
+            ag = subprocess.Popen([ctx.agent, "--config", cfg], stderr=subprocess.DEVNULL)
             # The first window is partial; wait for N full ones and their upload.
             now = time.time()
-            first_end = (int(now) // a.window + 1) * a.window
-            time.sleep(first_end + a.window * a.windows - now + 5)
+            first_end = (int(now) // window + 1) * window
+            time.sleep(first_end + window * windows - now + 5)
             pub, up = thread_cpu(ag.pid, "fx-publish"), thread_cpu(ag.pid, "fx-upload")
-            ag.send_signal(signal.SIGINT)
-            ag.communicate(timeout=120)
+            fb.stop(ag)
         finally:
-            for w in work:
-                w.kill()
-                w.wait()
+            fb.kill_all(work)
             ng.send_signal(signal.SIGTERM)
             ng.wait()
         lat, sizes = [], []
@@ -107,27 +107,31 @@ http {{
                 if not m or m.group(4) not in ("201", "204"):
                     continue
                 end = calendar.timegm(time.strptime(m.group(2), "%Y%m%dT%H%M%SZ"))
-                if end > first_end + a.window * a.windows:
+                if end > first_end + window * windows:
                     continue  # the window cut short by the stop
                 lat.append(float(m.group(1)) - end)
         for name in os.listdir(os.path.join(d, "root", "put")):
             sizes.append(os.path.getsize(os.path.join(d, "root", "put", name)))
-    n = len(lat)
-    print(f"fxagent, whole system, {a.window} s windows, {os.cpu_count()} CPUs busy, "
-          f"nginx on loopback")
-    print("| figure | value |")
-    print("|---|---|")
-    print(f"| chunks acknowledged (windows ended before the stop) | {n} |")
-    if n:
-        print(f"| window end to acknowledged, median (min-max) | {statistics.median(lat):.3f} s "
-              f"({min(lat):.3f}-{max(lat):.3f}) |")
     chunks = max(1, len(sizes))
-    print(f"| CPU per chunk: fx-publish (symbolize, encode, gzip, spool) | "
-          f"{1000 * pub / chunks:.0f} ms |")
-    print(f"| CPU per chunk: fx-upload (send) | {1000 * up / chunks:.1f} ms |")
+    rows = [["chunks acknowledged (windows ended before the stop)", str(len(lat))]]
+    if lat:
+        rows.append(["window end to acknowledged, median (min-max)",
+                     f"{statistics.median(lat):.3f} s ({min(lat):.3f}-{max(lat):.3f})"])
+    rows += [["CPU per chunk: fx-publish (symbolize, encode, gzip, spool)",
+              f"{1000 * pub / chunks:.0f} ms"],
+             ["CPU per chunk: fx-upload (send)", f"{1000 * up / chunks:.1f} ms"]]
     if sizes:
-        print(f"| chunk size, median | {statistics.median(sizes)} bytes |")
+        rows.append(["chunk size, median", f"{statistics.median(sizes) / 1024:.0f} KiB"])
+    head += [f"`bench/upload.py`: the agent on the whole system, {window} s windows, every "
+             f"CPU busy (`fx-bench-work`), PUT to an nginx on loopback, {windows} full "
+             f"window{'s' * (windows > 1)}.", ""]
+    aims = []
+    if lat:
+        worst = max(lat)
+        aims = [f"Aim: a chunk acknowledged under 1 s after its window ends "
+                f"({fb.aim(worst < 1, f'{worst:.3f} s at most')}).", ""]
+    return head + fb.table(["figure", "value"], rows) + aims
 
 
 if __name__ == "__main__":
-    main()
+    fb.section_main(sys.modules[__name__], __doc__)

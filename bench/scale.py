@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Scale: the agent (daemon mode, whole system) as processes and stacks grow.
+
+Scenarios, each T seconds with W-second windows (`fxagent --window W
+--output-dir DIR --verbose`, DWARF unwinding, the default): 1, 10 and 100
+busy fx-bench-work processes; 10 of them each going through 4096 call paths
+(about 4096 times the distinct stacks); and fx-churn at 1000 short-lived
+processes per second (fork + exec, half of them dlopen a library; the rate
+it reached is shown).
+
+Per scenario: the agent's CPU per W-second interval (median and maximum over
+the intervals; every interval holds one window's sampling and the writing of
+the one before), steady RSS (median VmRSS over the second half) and peak RSS
+(the agent's own VmHWM at exit), per window (median over the chunks):
+samples, distinct stacks (stackTable rows: prefix-tree nodes) and frames,
+the processes whose unwinding state the agent held (its -v log), chunk bytes
+per sample, the share of truncated stacks, the samples lost (rings that
+overflowed) and the longest rotation pause of the sampling thread (wall clock,
+and its CPU time: with more busy processes than CPUs the agent waits for a
+CPU like everyone else).
+
+usage: bench/scale.py [--build DIR] [--quick] [--seconds T] [--window W]
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fxbench as fb  # noqa: E402
+
+DWFL = re.compile(r"dwarf: (\d+) processes cached")
+CHURN_RATE = 1000
+# fx-churn says how many it started only when it ends by itself: it runs
+# the scenario's length and a little more (0.5 s before the agent starts).
+CHURN_EXTRA = 1
+
+
+def add_args(ap):
+    ap.add_argument("--seconds", type=int, help="per scenario (default 60; --quick 12)")
+    ap.add_argument("--window", type=int, help="window seconds (default 10; --quick 3)")
+
+
+def scenarios(ctx, t):
+    n = fb.NCPU
+    return [
+        ("1 busy process", lambda: fb.start_work(ctx, 1, t + 30)),
+        ("10 busy processes", lambda: fb.start_work(ctx, 10, t + 30)),
+        ("100 busy processes", lambda: fb.start_work(ctx, 100, t + 30)),
+        ("10 busy processes, 4096 call paths each",
+         lambda: fb.start_work(ctx, 10, t + 30, paths=4096)),
+        (f"fx-churn, {CHURN_RATE} processes/s asked ({n} CPUs)",
+         lambda: [subprocess.Popen([ctx.churn, str(t + CHURN_EXTRA), str(CHURN_RATE)],
+                                   stdout=subprocess.PIPE, text=True)]),
+    ]
+
+
+def run_one(ctx, make, t, w, tmp):
+    out = os.path.join(tmp, "chunks")
+    work = make()
+    try:
+        time.sleep(0.5)
+        ag = subprocess.Popen([ctx.agent, "--window", str(w), "--output-dir", out, "--verbose"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        err = []
+        drain = threading.Thread(target=lambda: err.append(ag.stderr.read()), daemon=True)
+        drain.start()
+        watch = fb.Watch(ag.pid, 0.25)
+        t0 = time.monotonic()
+        marks = [(t0, fb.task_cpu_ns(ag.pid))]
+        while marks[-1][0] - t0 < t - 0.01:
+            time.sleep(max(0.0, t0 + w * len(marks) - time.monotonic()))
+            if ag.poll() is not None:
+                drain.join()
+                sys.exit(f"fxagent exited {ag.returncode}:\n{''.join(err)}")
+            marks.append((time.monotonic(), fb.task_cpu_ns(ag.pid)))
+        t1 = marks[-1][0]
+        fb.stop(ag)
+        drain.join()
+        watch.stop()
+        started = None
+        if work and work[0].args[0] == ctx.churn:
+            o = work[0].communicate(timeout=t + 60)[0]
+            m = re.match(r"\s*(\d+)", o or "")
+            started = int(m.group(1)) if m else None
+    finally:
+        fb.kill_all(work)
+    err = "".join(err)
+    st = fb.DAEMON_STATS.search(err)
+    if not st:
+        sys.exit(f"no stats line in fxagent's output:\n{err}")
+    cpu = [100.0 * (c1 - c0) / 1e9 / (b - a) for (a, c0), (b, c1) in zip(marks, marks[1:])]
+    chunks = [fb.chunk_figures(c) for c in sorted(glob.glob(os.path.join(out, "*.json.gz")))]
+    samples = sum(c["samples"] for c in chunks)
+    return {
+        "cpu_med": fb.med(cpu), "cpu_max": max(cpu), "intervals": len(cpu),
+        "steady_mib": (watch.steady_kib(t0, t1) or 0) / 1024.0,
+        "peak_mib": max(float(st.group(9)), watch.hwm_kib / 1024.0),
+        "rot_max_us": float(st.group(6)),
+        "rot_cpu_max_us": float(st.group(8)),
+        "samples": fb.med([c["samples"] for c in chunks]),
+        "stacks": fb.med([c["stacks"] for c in chunks]),
+        "frames": fb.med([c["frames"] for c in chunks]),
+        "dwfl": fb.med([int(x) for x in DWFL.findall(err)]),
+        "bps": sum(c["bytes"] for c in chunks) / max(1, samples),
+        "truncated_pct": 100.0 * sum(c["truncated"] for c in chunks) / max(1, samples),
+        "lost": sum(c["lost"] for c in chunks),
+        "chunks": len(chunks),
+        "started": started,
+        "elapsed": t1 - t0,
+    }
+
+
+def run(ctx, a):
+    t = a.seconds or (12 if ctx.quick else 60)
+    w = a.window or (3 if ctx.quick else 10)
+    ctx.need(ctx.agent, ctx.work, ctx.churn)
+    fb.need_root()
+    rows, got = [], []
+    churn_note = ""
+    for name, make in scenarios(ctx, t):
+        with tempfile.TemporaryDirectory(prefix="fxbench-") as tmp:
+            r = run_one(ctx, make, t, w, tmp)
+        ctx.log(f"scale: {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.items()
+                                                 if isinstance(v, (int, float))))
+        if r["started"] is not None:
+            rate = r["started"] / (t + CHURN_EXTRA)
+            name = f"{name}: {rate:.0f}/s reached"
+            churn_note = (f" fx-churn asked for {CHURN_RATE} processes/s reached {rate:.0f}/s "
+                          f"here (each burns about 2 ms of CPU, at most 64 at once).")
+        got.append(r)
+        rows.append([name, f"{r['cpu_med']:.2f}% / {r['cpu_max']:.2f}%",
+                     f"{r['steady_mib']:.1f} MiB", f"{r['peak_mib']:.1f} MiB",
+                     f"{r['samples']:.0f}", f"{r['stacks']:.0f}", f"{r['frames']:.0f}",
+                     fb.f(r["dwfl"], "{:.0f}"), f"{r['bps']:.1f}",
+                     f"{r['truncated_pct']:.2f}%", f"{r['lost']}",
+                     f"{r['rot_max_us'] / 1000:.2f} / {r['rot_cpu_max_us'] / 1000:.2f} ms"])
+    lines = ["### Scale", "",
+             f"`bench/scale.py`: the agent on the whole system (DWARF unwinding), {w} s "
+             f"windows, {t} s per scenario. Agent CPU: per {w} s interval, median / max "
+             f"over the {t // w} intervals, as a share of one CPU. Per window: medians over "
+             f"the chunks.{churn_note}", ""]
+    lines += fb.table(["workload", "agent CPU, median / max", "steady RSS", "peak RSS",
+                       "samples per window", "distinct stacks", "frames",
+                       "processes unwound (cached)", "chunk bytes per sample",
+                       "truncated stacks", "lost samples (all windows)",
+                       "longest rotation pause: wall / CPU"], rows)
+    one, ten, hundred, paths = got[:4]
+    lines += [f"From 1 to 100 busy processes the agent's CPU went from {one['cpu_med']:.2f}% "
+              f"to {hundred['cpu_med']:.2f}% of one CPU and its steady RSS from "
+              f"{one['steady_mib']:.0f} to {hundred['steady_mib']:.0f} MiB; with 4096 call "
+              f"paths in each of 10 processes (distinct stacks per window "
+              f"{ten['stacks']:.0f} -> {paths['stacks']:.0f}), CPU went from "
+              f"{ten['cpu_med']:.2f}% to {paths['cpu_med']:.2f}% and steady RSS from "
+              f"{ten['steady_mib']:.0f} to {paths['steady_mib']:.0f} MiB. Whole-system "
+              f"figures: other processes running on the machine count too.", ""]
+    return lines
+
+
+if __name__ == "__main__":
+    fb.section_main(sys.modules[__name__], __doc__)
