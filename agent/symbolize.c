@@ -830,25 +830,43 @@ static void release_dwarf(struct fx_symbolizer *s, struct object *o)
 	o->dw_bytes = 0;
 }
 
+/* The least recently used object, other than @skip, that holds DWARF (with
+ * @dwarf) and that the current batch has not used (with @old): its index, or
+ * SIZE_MAX. The one choice of what the bounds give up first. */
+static size_t lru_object(const struct fx_symbolizer *s, bool dwarf, bool old,
+			 const struct object *skip)
+{
+	size_t v = SIZE_MAX;
+
+	for (size_t i = 0; i < s->n_objects; i++) {
+		const struct object *o = s->objects[i];
+
+		if (o == skip || (dwarf && !o->dw) || (old && o->batch == s->batch))
+			continue;
+		if (v == SIZE_MAX || o->last_use < s->objects[v]->last_use)
+			v = i;
+	}
+	return v;
+}
+
+/* Lets go of @o's debug sections; they are read again if needed. */
+static void shed_dwarf(struct fx_symbolizer *s, struct object *o)
+{
+	release_dwarf(s, o);
+	o->dw_released = true;
+}
+
 /* Takes @elf and @fd (both consumed) as @o's DWARF, within the budget. */
 static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, int fd)
 {
 	uint64_t bytes = dwarf_bytes(elf);
-	size_t i;
 
 	while (s->dw_bytes + bytes > s->max_bytes) {
-		struct object *victim = NULL;
+		size_t v = lru_object(s, true, false, o);
 
-		for (i = 0; i < s->n_objects; i++) {
-			struct object *v = s->objects[i];
-
-			if (v != o && v->dw && (!victim || v->last_use < victim->last_use))
-				victim = v;
-		}
-		if (!victim)
+		if (v == SIZE_MAX)
 			break;
-		release_dwarf(s, victim);
-		victim->dw_released = true;
+		shed_dwarf(s, s->objects[v]);
 	}
 	o->dw_elf = elf;
 	o->dw_fd = fd;
@@ -1433,6 +1451,13 @@ static void object_free(struct fx_symbolizer *s, struct object *o)
 	free(o);
 }
 
+/* Frees object @i; the last one takes its place. */
+static void drop_object(struct fx_symbolizer *s, size_t i)
+{
+	object_free(s, s->objects[i]);
+	s->objects[i] = s->objects[--s->n_objects];
+}
+
 static char *make_key(const struct fx_elf_source *src, const struct stat *st)
 {
 	char buf[PATH_MAX + 128];
@@ -1459,7 +1484,7 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	bool have_st = false;
 	const char *base;
 	char *key;
-	size_t i, victim = 0;
+	size_t i, victim;
 
 	if (!(src->build_id && src->build_id_len)) {
 		if (src->fd >= 0)
@@ -1479,8 +1504,7 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 		if (o->err &&
 		    (o->from_fd != (src->fd >= 0) ||
 		     strcmp(o->src_path ? o->src_path : "", src->path ? src->path : ""))) {
-			object_free(s, o);
-			s->objects[i] = s->objects[--s->n_objects];
+			drop_object(s, i);
 			break;
 		}
 		free(key);
@@ -1519,19 +1543,9 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	s->stats.objects++;
 	if (s->n_objects >= MAX_OBJECTS) {
 		/* The least recently used object that this batch has not used. */
-		bool found = false;
-
-		for (i = 0; i < s->n_objects; i++) {
-			if (s->objects[i]->batch == s->batch)
-				continue;
-			if (!found || s->objects[i]->last_use < s->objects[victim]->last_use)
-				victim = i;
-			found = true;
-		}
-		if (found) {
-			object_free(s, s->objects[victim]);
-			s->objects[victim] = s->objects[--s->n_objects];
-		}
+		victim = lru_object(s, false, true, NULL);
+		if (victim != SIZE_MAX)
+			drop_object(s, victim);
 	}
 	if (s->n_objects == s->cap_objects) {
 		size_t ncap = s->cap_objects ? s->cap_objects * 2 : 64;
@@ -1661,26 +1675,18 @@ static void trim(struct fx_symbolizer *s)
 	for (size_t i = 0; i < s->n_objects; i++)
 		total += object_bytes(s->objects[i]);
 	while (total > s->max_bytes && s->n_objects) {
-		size_t v = 0;
+		/* Objects with DWARF first, then by last use. */
+		size_t v = lru_object(s, true, false, NULL);
 		uint64_t before;
 
-		for (size_t i = 1; i < s->n_objects; i++) {
-			const struct object *a = s->objects[i], *b = s->objects[v];
-
-			/* Objects with DWARF first, then by last use. */
-			if ((a->dw != NULL) != (b->dw != NULL) ? a->dw != NULL
-							       : a->last_use < b->last_use)
-				v = i;
-		}
-		before = object_bytes(s->objects[v]);
-		if (s->objects[v]->dw) {
-			release_dwarf(s, s->objects[v]);
-			s->objects[v]->dw_released = true;
+		if (v != SIZE_MAX) {
+			before = object_bytes(s->objects[v]);
+			shed_dwarf(s, s->objects[v]);
 			total -= before - object_bytes(s->objects[v]);
 		} else {
-			object_free(s, s->objects[v]);
-			s->objects[v] = s->objects[--s->n_objects];
-			total -= before;
+			v = lru_object(s, false, false, NULL);
+			total -= object_bytes(s->objects[v]);
+			drop_object(s, v);
 			s->stats.trimmed++;
 		}
 	}
@@ -1704,8 +1710,7 @@ size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
 
 	for (size_t i = 0; i < s->n_objects;) {
 		if (s->objects[i]->batch < batch) {
-			object_free(s, s->objects[i]);
-			s->objects[i] = s->objects[--s->n_objects];
+			drop_object(s, i);
 			n++;
 		} else {
 			i++;
