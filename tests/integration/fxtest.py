@@ -353,5 +353,13 @@ def near(value, want, tol):
     return abs(value - want) <= tol
 
 
+def share_tol(pct, n, floor):
+    """Tolerance in points for a share of pct% seen in n samples: floor, or 3.5
+    standard errors when a loaded machine left the process few samples (at 200
+    samples a 70% share has an error of 3.2 points, and scheduling noise adds to it)."""
+    p = pct / 100
+    return max(floor, 3.5 * 100 * (p * (1 - p) / max(n, 1)) ** 0.5)
+
+
 def looks_hex(name):
     return re.fullmatch(r"(0x)?[0-9a-fA-F]{6,}", name) is not None

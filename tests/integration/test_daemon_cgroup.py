@@ -132,9 +132,7 @@ targets:
         if target != "sys" and n_total:
             a, b = 100 * a_total / n_total, 100 * b_total / n_total
             t.note(f"{target}: hot_a {a:.1f}%, hot_b {b:.1f}%")
-            # 8 points, or 3.5 standard errors when a loaded machine left the
-            # process few samples (160 samples: 3.6 points each).
-            tol = max(8.0, 3.5 * 100 * math.sqrt(0.7 * 0.3 / n_total))
+            tol = fxtest.share_tol(70, n_total, 8)
             t.check(fxtest.near(a, 70, tol) and fxtest.near(b, 30, tol),
                     f"{target}: hot_a {a:.1f}% / hot_b {b:.1f}% of {n_total} samples, "
                     f"want 70 / 30 +- {tol:.1f}: not symbolized?")

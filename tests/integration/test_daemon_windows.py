@@ -152,13 +152,15 @@ def body(t):
             t.check(rows, f"profiler-cli: seq {seq} has no thread of fx-hot-ab")
         if seq == biggest[0] and rows:
             funcs = cli.functions(",".join(r["threadHandle"] for r in rows))
+            n = prof.weight(prof.threads_of(w.pid))
+            tol = fxtest.share_tol(70, n, 7)
             for fn, pct in (("hot_a", 70), ("hot_b", 30)):
                 r = funcs.get(fn)
                 if t.check(r is not None, f"profiler-cli seq {seq}: no {fn}"):
                     t.note(f"profiler-cli seq {seq}: {fn} {r['totalPercentage']:.1f}%")
-                    t.check(fxtest.near(r["totalPercentage"], pct, 7),
-                            f"profiler-cli seq {seq}: {fn} {r['totalPercentage']:.1f}%, "
-                            f"want {pct} +- 7")
+                    t.check(fxtest.near(r["totalPercentage"], pct, tol),
+                            f"profiler-cli seq {seq}: {fn} {r['totalPercentage']:.1f}% of "
+                            f"{n} samples, want {pct} +- {tol:.1f}")
         cli.stop()
 
 

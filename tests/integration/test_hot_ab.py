@@ -46,8 +46,11 @@ def body(t):
     a = prof.share(ths, prof.has_func("hot_a"))
     b = prof.share(ths, prof.has_func("hot_b"))
     t.note(f"raw: {n} samples, hot_a {a:.1f}%, hot_b {b:.1f}%")
-    t.check(fxtest.near(a, 70, 7), f"raw JSON: hot_a in {a:.1f}% of the samples, want 70 +- 7")
-    t.check(fxtest.near(b, 30, 7), f"raw JSON: hot_b in {b:.1f}% of the samples, want 30 +- 7")
+    tol = fxtest.share_tol(70, n, 7)
+    t.check(fxtest.near(a, 70, tol),
+            f"raw JSON: hot_a in {a:.1f}% of {n} samples, want 70 +- {tol:.1f}")
+    t.check(fxtest.near(b, 30, tol),
+            f"raw JSON: hot_b in {b:.1f}% of {n} samples, want 30 +- {tol:.1f}")
 
     # The whole path: a missing hot_caller means the unwinder lost a frame.
     for fn in ("hot_a", "hot_b"):
@@ -71,8 +74,9 @@ def body(t):
         r = funcs.get(fn)
         if t.check(r is not None, f"profiler-cli thread functions: no {fn}; have "
                    f"{sorted(funcs)[:20]}"):
-            t.check(fxtest.near(r["totalPercentage"], want_pct, 7),
-                    f"profiler-cli: {fn} total {r['totalPercentage']:.1f}%, want {want_pct} +- 7")
+            t.check(fxtest.near(r["totalPercentage"], want_pct, tol),
+                    f"profiler-cli: {fn} total {r['totalPercentage']:.1f}%, "
+                    f"want {want_pct} +- {tol:.1f}")
     tree = cli.top_down(handles)
     paths = {p: node for p, node in fxtest.tree_paths(tree)}
     for fn in ("hot_a", "hot_b"):
