@@ -82,6 +82,7 @@ struct batch {
 	int64_t seq;
 	uint64_t start_mono, end_mono;
 	double start_wall_ms, end_wall_ms;
+	uint64_t epoch; /* of the objects (objects.h) its windows used */
 	size_t njobs;
 	struct job jobs[];
 };
@@ -354,6 +355,17 @@ static void close_windows(struct daemon *d, uint64_t end, bool reopen)
 	for (size_t i = 0; i < d->nt; i++)
 		d->tot.attached += d->t[i].cgroup ? d->t[i].cg_id != 0 : 1;
 	if (b) {
+		/* What these windows and the live processes use keeps its fd
+		 * until the publisher has written them. */
+		for (size_t i = 0; i < b->njobs; i++) {
+			const struct fx_window *w = b->jobs[i].win;
+
+			if (w->nframes)
+				fx_objects_mark(d->objs, &w->frames[0].object, w->nframes,
+						sizeof(w->frames[0]));
+		}
+		fx_procs_mark_objects(d->procs);
+		b->epoch = fx_objects_end_epoch(d->objs);
 		b->tot = d->tot;
 		publish(d, b);
 	}
@@ -697,6 +709,9 @@ static void *publisher(void *arg)
 			fx_symbolizer_drop_idle(sym, sym_mark);
 			sym_mark = mark + 1;
 		}
+		/* Binaries no live process maps and no window still to be
+		 * written uses give their fds back. */
+		fx_objects_close_unused(d->objs, b->epoch);
 		/* What the window's tables and dropped caches freed goes back to the
 		 * system, not only to malloc's free lists (all arenas). */
 		malloc_trim(0);
@@ -718,6 +733,14 @@ static void *publisher(void *arg)
 				 " objects, %.1f MiB (debug sections %.1f MiB)",
 				 ss.objects_held, (double)ss.bytes / 1048576.0,
 				 (double)ss.dwarf_bytes / 1048576.0);
+		}
+		if (fx_log_get_level() >= FX_LOG_DEBUG) {
+			struct fx_objects_stats os;
+
+			fx_objects_get_stats(d->objs, &os);
+			fx_debug("objects: %" PRIu64 " known, %" PRIu64 " fds open, %" PRIu64
+				 " closed as unused, %" PRIu64 " opened again",
+				 os.objects, os.fds, os.closed_unused, os.reopened);
 		}
 		write_metrics(d, b, sym, &st);
 		fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64

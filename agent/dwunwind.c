@@ -243,13 +243,15 @@ static int report_maps(struct fx_dwunwind *d, struct entry *e, const struct fx_p
 		uint64_t bias;
 		int fd;
 
-		if (!ob || ob->fd < 0 || dwfl_addrmodule(e->dwfl, m->start))
+		if (!ob || dwfl_addrmodule(e->dwfl, m->start))
 			continue;
-		if (fx_dwunwind_load_bias(ob->fd, m->start, m->pgoff, &bias) < 0)
-			continue;
-		fd = dup(ob->fd); /* dwfl takes the fd it is given */
+		fd = fx_objects_dup_fd(d->objs, m->object); /* dwfl takes the fd */
 		if (fd < 0)
 			continue;
+		if (fx_dwunwind_load_bias(fd, m->start, m->pgoff, &bias) < 0) {
+			close(fd);
+			continue;
+		}
 		if (!dwfl_report_elf(e->dwfl, ob->name, ob->path, fd, bias, true)) {
 			close(fd);
 			if (strict) {

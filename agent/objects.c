@@ -17,6 +17,15 @@
 #include "fxagent/util.h"
 #include "fxagent/window.h"
 
+/* An object and what only this module may touch: the fd changes (closed when
+ * unused, opened again when mapped again), so others get copies of it. */
+struct entry {
+	struct fx_object ob; /* first: fx_objects_get() hands out &e->ob */
+	int fd;		     /* open, verified fd; -1 when none */
+	bool idle_closed;    /* fd closed by fx_objects_close_unused() */
+	uint64_t used;	     /* last epoch it was interned or marked */
+};
+
 struct alias {
 	uint64_t dev, ino;
 	char *path;
@@ -28,8 +37,9 @@ struct fx_objects {
 	pthread_mutex_t lock;
 	char *proc_root;
 	size_t max_open;
-	struct fx_object **v;
+	struct entry **v;
 	size_t n, cap;
+	uint64_t epoch; /* the current one; starts at 1 */
 	/* A file (dev, ino, path) names one object; several files may name the
 	 * same build-id. */
 	struct alias *aliases;
@@ -74,6 +84,7 @@ struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)
 		return NULL;
 	}
 	o->max_open = max_open;
+	o->epoch = 1;
 	pthread_mutex_init(&o->lock, NULL);
 	return o;
 }
@@ -85,7 +96,7 @@ void fx_objects_free(struct fx_objects *o)
 	for (size_t i = 0; i < o->n; i++) {
 		if (o->v[i]->fd >= 0)
 			close(o->v[i]->fd);
-		free(o->v[i]->path);
+		free(o->v[i]->ob.path);
 		free(o->v[i]);
 	}
 	for (size_t i = 0; i < o->naliases; i++)
@@ -112,7 +123,7 @@ static uint32_t find_bid(const struct fx_objects *o, const uint8_t *bid, size_t 
 		return FX_NONE;
 	pos = bid_hash(bid, len) & (o->hcap - 1);
 	for (; o->by_bid[pos]; pos = (pos + 1) & (o->hcap - 1)) {
-		const struct fx_object *ob = o->v[o->by_bid[pos] - 1];
+		const struct fx_object *ob = &o->v[o->by_bid[pos] - 1]->ob;
 
 		if (bid_eq(ob, bid, len))
 			return ob->id;
@@ -181,7 +192,7 @@ static int reserve(struct fx_objects *o)
 		o->by_file = b;
 		o->hcap = ncap;
 		for (size_t i = 0; i < o->n; i++)
-			index_object(o, o->v[i]);
+			index_object(o, &o->v[i]->ob);
 		for (size_t i = 0; i < o->naliases; i++)
 			index_alias(o, i);
 	}
@@ -203,10 +214,14 @@ static int add_alias(struct fx_objects *o, const struct fx_mapping_info *m, uint
 }
 
 /* Opens the file as the process sees it. The fd is accepted only if its
- * build-id matches the one the kernel reported (a path on the host may name
- * another file than the one a container mapped). */
-static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct fx_object *ob)
+ * build-id matches the one the kernel reported, or the one the object already
+ * has (a path on the host may name another file than the one a container
+ * mapped). */
+static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e)
 {
+	struct fx_object *ob = &e->ob;
+	const uint8_t *want = m->build_id_len ? m->build_id : ob->build_id;
+	size_t want_len = m->build_id_len ? m->build_id_len : ob->build_id_len;
 	const char *tries[3];
 	size_t ntries = 0;
 	char mf[128], root[4096];
@@ -230,8 +245,7 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 		if (fd < 0)
 			continue;
 		len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
-		if (m->build_id_len &&
-		    (len != (int)m->build_id_len || memcmp(bid, m->build_id, m->build_id_len))) {
+		if (want_len && (len != (int)want_len || memcmp(bid, want, want_len))) {
 			close(fd);
 			continue;
 		}
@@ -247,7 +261,7 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 				ob->ino = st.st_ino;
 			}
 		}
-		ob->fd = fd;
+		e->fd = fd;
 		return 0;
 	}
 	return -ENOENT;
@@ -256,8 +270,9 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 /* Every 64-bit process of this kernel maps the same vDSO image as we do: a
  * copy of ours in a memfd lets vDSO frames (clock_gettime and friends) be
  * unwound and named. Checked against the build-id the kernel reported. */
-static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, struct fx_object *ob)
+static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e)
 {
+	struct fx_object *ob = &e->ob;
 	uint8_t bid[FX_BUILD_ID_MAX];
 	uint64_t base = getauxval(AT_SYSINFO_EHDR), start = 0, end = 0;
 	char line[256];
@@ -295,12 +310,28 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 		memcpy(ob->build_id, bid, (size_t)len);
 		ob->build_id_len = (size_t)len;
 	}
-	ob->fd = fd;
+	e->fd = fd;
 	o->stats.fds++;
+}
+
+/* A known object mapped again: it is in use, and if its fd was closed for
+ * want of use, this mapping opens it again. */
+static uint32_t seen_again(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t id)
+{
+	struct entry *e = o->v[id];
+
+	e->used = o->epoch;
+	if (e->idle_closed && o->stats.fds < o->max_open && open_object(o, m, e) == 0) {
+		e->idle_closed = false;
+		o->stats.fds++;
+		o->stats.reopened++;
+	}
+	return id;
 }
 
 static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
+	struct entry *e;
 	struct fx_object *ob;
 	uint32_t id;
 	const char *slash;
@@ -311,21 +342,22 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (m->build_id_len) {
 		id = find_bid(o, m->build_id, m->build_id_len);
 		if (id != FX_NONE)
-			return id;
+			return seen_again(o, m, id);
 	}
 	if (m->dev || m->ino || !m->build_id_len) {
 		id = find_file(o, m->dev, m->ino, m->path);
 		if (id != FX_NONE)
-			return id;
+			return seen_again(o, m, id);
 	}
 	if (reserve(o) < 0)
 		return FX_NONE;
-	ob = calloc(1, sizeof(*ob));
-	if (!ob)
+	e = calloc(1, sizeof(*e));
+	if (!e)
 		return FX_NONE;
+	ob = &e->ob;
 	ob->path = strdup(m->path);
 	if (!ob->path) {
-		free(ob);
+		free(e);
 		return FX_NONE;
 	}
 	/* The kernel names a file unlinked before the record was made
@@ -335,7 +367,8 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 		ob->path[len - 10] = '\0';
 	slash = strrchr(ob->path, '/');
 	ob->name = slash ? slash + 1 : ob->path;
-	ob->fd = -1;
+	e->fd = -1;
+	e->used = o->epoch;
 	ob->id = (uint32_t)o->n;
 	ob->dev = m->dev;
 	ob->ino = m->ino;
@@ -345,9 +378,9 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	}
 	ob->special = m->path[0] == '[';
 	if (!strcmp(m->path, "[vdso]")) {
-		open_vdso(o, m, ob);
+		open_vdso(o, m, e);
 	} else if (!ob->special) {
-		if (o->stats.fds < o->max_open && open_object(o, m, ob) == 0)
+		if (o->stats.fds < o->max_open && open_object(o, m, e) == 0)
 			o->stats.fds++;
 		else
 			o->stats.open_failed++;
@@ -356,17 +389,17 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (ob->build_id_len && !m->build_id_len) {
 		id = find_bid(o, ob->build_id, ob->build_id_len);
 		if (id != FX_NONE) {
-			if (ob->fd >= 0) {
-				close(ob->fd);
+			if (e->fd >= 0) {
+				close(e->fd);
 				o->stats.fds--;
 			}
 			free(ob->path);
-			free(ob);
+			free(e);
 			add_alias(o, m, id);
-			return id;
+			return seen_again(o, m, id);
 		}
 	}
-	o->v[o->n++] = ob;
+	o->v[o->n++] = e;
 	o->stats.objects++;
 	index_object(o, ob);
 	add_alias(o, m, ob->id);
@@ -388,9 +421,67 @@ const struct fx_object *fx_objects_get(const struct fx_objects *o, uint32_t id)
 	const struct fx_object *ob;
 
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
-	ob = id < o->n ? o->v[id] : NULL;
+	ob = id < o->n ? &o->v[id]->ob : NULL;
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 	return ob;
+}
+
+int fx_objects_dup_fd(const struct fx_objects *o, uint32_t id)
+{
+	int fd = -1;
+
+	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
+	if (id < o->n && o->v[id]->fd >= 0)
+		fd = fcntl(o->v[id]->fd, F_DUPFD_CLOEXEC, 3);
+	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
+	return fd;
+}
+
+void fx_objects_mark(struct fx_objects *o, const uint32_t *ids, size_t n, size_t stride)
+{
+	const unsigned char *p = (const unsigned char *)ids;
+
+	pthread_mutex_lock(&o->lock);
+	for (size_t i = 0; i < n; i++, p += stride) {
+		uint32_t id;
+
+		memcpy(&id, p, sizeof(id));
+		if (id < o->n)
+			o->v[id]->used = o->epoch;
+	}
+	pthread_mutex_unlock(&o->lock);
+}
+
+uint64_t fx_objects_end_epoch(struct fx_objects *o)
+{
+	uint64_t e;
+
+	pthread_mutex_lock(&o->lock);
+	e = o->epoch++;
+	pthread_mutex_unlock(&o->lock);
+	return e;
+}
+
+size_t fx_objects_close_unused(struct fx_objects *o, uint64_t epoch)
+{
+	size_t closed = 0;
+
+	pthread_mutex_lock(&o->lock);
+	for (size_t i = 0; i < o->n; i++) {
+		struct entry *e = o->v[i];
+
+		/* The vDSO copy is ours and every process maps it. */
+		if (e->fd < 0 || e->used >= epoch || e->ob.special)
+			continue;
+		close(e->fd);
+		e->fd = -1;
+		e->idle_closed = true;
+		o->stats.fds--;
+		o->stats.closed_unused++;
+		closed++;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return closed;
 }
 
 size_t fx_objects_count(const struct fx_objects *o)

@@ -504,6 +504,20 @@ void fx_procs_sweep(struct fx_procs *p)
 	p->stats.threads = p->threads.n;
 }
 
+void fx_procs_mark_objects(const struct fx_procs *p)
+{
+	for (size_t i = 0; i < p->procs.cap; i++) {
+		const struct fx_proc *proc;
+
+		if (!p->procs.keys[i] || p->procs.keys[i] == TOMB)
+			continue;
+		proc = p->procs.vals[i];
+		if (!proc->exited && proc->nmaps)
+			fx_objects_mark(p->objs, &proc->maps[0].object, proc->nmaps,
+					sizeof(proc->maps[0]));
+	}
+}
+
 struct pidtid {
 	uint32_t pid, tid;
 };

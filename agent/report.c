@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fxagent/log.h"
 
@@ -171,8 +172,9 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				set_own(c, idx[k], strings_add(&c->strs, "0x%" PRIx64, a), a);
 			}
 		} else {
+			int fd = fx_objects_dup_fd(c->in->objs, o);
 			struct fx_elf_source src = {
-				.fd = ob->fd,
+				.fd = fd,
 				.path = ob->path,
 				.build_id = ob->build_id_len ? ob->build_id : NULL,
 				.build_id_len = ob->build_id_len,
@@ -183,6 +185,8 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				offs[k] = w->frames[idx[i + k]].addr;
 			if (fx_symbolizer_resolve(c->in->symbolizer, &src, offs, n, out) < 0)
 				stats->unreadable++;
+			if (fd >= 0)
+				close(fd);
 			for (size_t k = 0; k < n; k++) {
 				c->sym[idx[i + k]] = out[k];
 				c->pf[idx[i + k]] =

@@ -6,10 +6,17 @@
  * process's own view (/proc/PID/map_files/START-END, then /proc/PID/root/PATH,
  * then PATH): so binaries of other mount namespaces (containers) and binaries
  * deleted after start stay readable for symbolization at the end of the window.
- * The fd is kept open while the object lives (bounded by max_open).
  *
- * Thread-safe: one thread may intern while others get; an object, once
- * returned, never changes and lives until fx_objects_free().
+ * The fd is kept while the object is in use (at most max_open fds): a daemon
+ * ends an epoch per window, marks what live processes map and what the
+ * window's frames use, and once a window is written closes the fds of objects
+ * unused since (fx_objects_close_unused). Otherwise every binary a build or a
+ * deploy ever ran would keep an fd. An object mapped again is opened again
+ * through the new mapping.
+ *
+ * Thread-safe: one thread may intern and mark while others get, dup and close;
+ * an object, once returned, never changes (its fd is not part of it) and lives
+ * until fx_objects_free().
  */
 #ifndef FXAGENT_OBJECTS_H
 #define FXAGENT_OBJECTS_H
@@ -24,7 +31,6 @@ struct fx_object {
 	uint32_t id;
 	char *path;	  /* path as the process saw it */
 	const char *name; /* base name of path */
-	int fd;		  /* open, verified fd; -1 when it could not be opened */
 	uint8_t build_id[FX_BUILD_ID_MAX];
 	size_t build_id_len; /* 0 = none known */
 	uint64_t dev, ino;   /* 0 when unknown */
@@ -43,8 +49,10 @@ struct fx_mapping_info {
 
 struct fx_objects_stats {
 	uint64_t objects;
-	uint64_t open_failed; /* objects whose file could not be opened */
-	uint64_t fds;	      /* fds held */
+	uint64_t open_failed;	/* objects whose file could not be opened */
+	uint64_t fds;		/* fds held */
+	uint64_t closed_unused; /* fds closed by fx_objects_close_unused() */
+	uint64_t reopened;	/* of those, opened again by a new mapping */
 };
 
 struct fx_objects;
@@ -60,6 +68,21 @@ uint32_t fx_objects_intern(struct fx_objects *objs, const struct fx_mapping_info
 
 /* NULL for an unknown id. Valid until fx_objects_free(). */
 const struct fx_object *fx_objects_get(const struct fx_objects *objs, uint32_t id);
+/* A new close-on-exec fd of the object's verified file, for the caller to
+ * close; -1 when none is open (not openable, or closed as unused: the path is
+ * all there is then). */
+int fx_objects_dup_fd(const struct fx_objects *objs, uint32_t id);
+
+/* Marks @n ids as used in the current epoch. The ids are @stride bytes apart
+ * (sizeof(uint32_t) for an array; sizeof(struct fx_window_frame) from
+ * &frames[0].object); unknown ids (FX_OBJ_KERNEL, ...) are skipped. Interning
+ * marks too. */
+void fx_objects_mark(struct fx_objects *objs, const uint32_t *ids, size_t n, size_t stride);
+/* Ends the current epoch and returns its number (the first is 1). */
+uint64_t fx_objects_end_epoch(struct fx_objects *objs);
+/* Closes the fds of objects last interned or marked before @epoch, except the
+ * vDSO copy. Returns how many were closed. */
+size_t fx_objects_close_unused(struct fx_objects *objs, uint64_t epoch);
 size_t fx_objects_count(const struct fx_objects *objs);
 void fx_objects_get_stats(const struct fx_objects *objs, struct fx_objects_stats *out);
 

@@ -230,7 +230,7 @@ static void test_unwind_self(void **state)
 			continue;
 		ob = fx_objects_get(objs, object);
 		fx_symbolizer_resolve(sym,
-				      &(struct fx_elf_source){ .fd = ob->fd,
+				      &(struct fx_elf_source){ .fd = -1,
 							       .path = ob->path,
 							       .build_id = ob->build_id,
 							       .build_id_len = ob->build_id_len },

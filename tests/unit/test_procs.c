@@ -102,6 +102,7 @@ static void test_lazy_load_and_resolve(void **state)
 	uint32_t obj;
 	uint64_t off;
 	const struct fx_object *ob;
+	int fd;
 
 	(void)state;
 	proc = fx_procs_get(p, 100);
@@ -115,7 +116,9 @@ static void test_lazy_load_and_resolve(void **state)
 	assert_non_null(ob);
 	assert_string_equal(ob->path, self);
 	/* Opened through the path (no map_files in the fake tree) and verified. */
-	assert_true(ob->fd >= 0);
+	fd = fx_objects_dup_fd(objs, obj);
+	assert_true(fd >= 0);
+	close(fd);
 	assert_false(fx_procs_resolve(proc, 0x7f0000000100, &obj, &off));
 	assert_false(fx_procs_resolve(proc, 0x500000, &obj, &off));
 	t = fx_procs_thread(p, 100, 101);
@@ -222,6 +225,75 @@ static void test_mmap_splits_and_fork_exec(void **state)
 	fx_objects_free(objs);
 }
 
+/* An object's fd stays open while a live process maps it or a window not yet
+ * written used it; after that it is closed, and a new mapping opens it again. */
+static void test_unused_objects_close_and_reopen(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_mapping_info lib = { .pid = 300,
+				       .start = 0x7f1000000000,
+				       .end = 0x7f1000010000,
+				       .path = FX_FIXTURE_DIR "/libfxfix.so" };
+	struct fx_objects_stats st0, st;
+	uint32_t self_id, lib_id;
+	uint64_t off, e1, e2, e3;
+	int fd;
+
+	(void)state;
+	assert_true(fx_procs_resolve(fx_procs_get(p, 100), 0x401000, &self_id, &off));
+	fx_procs_on_mmap(p, &lib, 0);
+	assert_true(fx_procs_resolve(fx_procs_find(p, 300), 0x7f1000000010, &lib_id, &off));
+	assert_int_not_equal(self_id, lib_id);
+	fx_objects_get_stats(objs, &st0);
+
+	/* Window 1: both processes live. */
+	fx_procs_mark_objects(p);
+	e1 = fx_objects_end_epoch(objs);
+	assert_int_equal(fx_objects_close_unused(objs, e1), 0);
+
+	/* Window 2: pid 300 ran (its frames use the library) and exited. */
+	fx_procs_on_exit(p, 300, 300);
+	fx_objects_mark(objs, &lib_id, 1, sizeof(lib_id));
+	fx_procs_mark_objects(p);
+	e2 = fx_objects_end_epoch(objs);
+	fx_procs_sweep(p);
+	assert_int_equal(fx_objects_close_unused(objs, e1), 0);
+	/* Until window 2 is written its library must stay readable. */
+	assert_int_equal(fx_objects_close_unused(objs, e2), 0);
+	fd = fx_objects_dup_fd(objs, lib_id);
+	assert_true(fd >= 0);
+	close(fd);
+
+	/* Window 3: nothing maps or used the library; written, its fd goes. */
+	fx_procs_mark_objects(p);
+	e3 = fx_objects_end_epoch(objs);
+	assert_int_equal(fx_objects_close_unused(objs, e3), 1);
+	assert_int_equal(fx_objects_dup_fd(objs, lib_id), -1);
+	fd = fx_objects_dup_fd(objs, self_id);
+	assert_true(fd >= 0);
+	close(fd);
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.fds, st0.fds - 1);
+	assert_int_equal(st.closed_unused, 1);
+	/* The object itself stays: names of old windows refer to it by id. */
+	assert_string_equal(fx_objects_get(objs, lib_id)->name, "libfxfix.so");
+
+	/* Another process maps it: the same object, opened again. */
+	lib.pid = 400;
+	fx_procs_on_mmap(p, &lib, 0);
+	assert_true(fx_procs_resolve(fx_procs_find(p, 400), 0x7f1000000010, &lib_id, &off));
+	fd = fx_objects_dup_fd(objs, lib_id);
+	assert_true(fd >= 0);
+	close(fd);
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.fds, st0.fds);
+	assert_int_equal(st.reopened, 1);
+	assert_int_equal(st.objects, st0.objects);
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
 static void test_many_processes_and_sweeps(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
@@ -256,6 +328,7 @@ int main(void)
 		cmocka_unit_test(test_lazy_load_and_resolve),
 		cmocka_unit_test(test_names_of_window),
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
+		cmocka_unit_test(test_unused_objects_close_and_reopen),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
