@@ -61,7 +61,7 @@ fi
 
 skip=()
 if [ "${FX_SANITIZE_ALL:-0}" != 1 ]; then
-	skip=(-LE '^(static|style|soak)$' -E '^(package\.deb|integration\.(package|systemd))$')
+	skip=(-LE '^(static|style)$' -E '^(package\.deb|integration\.(package|systemd))$')
 fi
 out=$build/sanitize-ctest.log
 ctest --test-dir "$build" --output-on-failure "${skip[@]}" "$@" 2>&1 | tee "$out"
