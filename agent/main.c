@@ -2,6 +2,7 @@
 /* fxagent: command line. `fxagent --once` records every CPU for a while and
  * writes one Firefox Profiler profile. */
 #include <errno.h>
+#include <malloc.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <libgen.h>
@@ -527,6 +528,12 @@ static int record_once(const struct options *o)
 		goto out;
 	cpu_rec = cpu_ns() - cpu_start;
 	write_start = fx_now_ns(CLOCK_MONOTONIC);
+	/* The rings and the unwinder's per-process Dwfl are done with: let them
+	 * go before the symbolizer reads debug info, so the two peaks do not add. */
+	fx_sampler_free(sampler);
+	sampler = NULL;
+	fx_unwind_drop_idle(unwinder, fx_unwind_mark(unwinder));
+	malloc_trim(0);
 
 	for (size_t i = 0; i < o->cfg->nlabels && i < FX_CONFIG_MAX_LABELS; i++)
 		labels[i] =
