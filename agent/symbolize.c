@@ -20,6 +20,7 @@
 #include <inttypes.h>
 #include <libelf.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,10 +43,11 @@
 #define PAGE_SIZE_MIN	 4096
 #define CHUNK_SIZE	 (64 * 1024)
 /* What the symbolizer holds between batches (fx_symbolizer_opts.max_bytes):
- * tables, cached results, and debug sections, which libdw reads whole. Over
- * it, the least recently used objects release their debug sections (read
- * again if needed), then go entirely. */
-#define DEFAULT_MAX_BYTES ((uint64_t)24 << 20)
+ * tables, cached results, and DWARF: the debug sections, which libdw reads
+ * whole, and libdw's tables. Over it, the least recently used objects release
+ * their DWARF (read again if needed), then go entirely. libc's DWARF with
+ * most of its CUs touched is about 28 MiB: the default keeps it. */
+#define DEFAULT_MAX_BYTES ((uint64_t)32 << 20)
 
 /* Bump allocator: pointers stay valid until the arena is reset or freed. */
 struct chunk {
@@ -124,8 +126,8 @@ struct object {
 	int dw_fd;
 	Elf *dw_elf;
 	Dwarf *dw;
-	uint64_t dw_bytes;
-	char *dw_path; /* to read it again after a release; NULL if not possible */
+	uint64_t dw_bytes; /* sections, and libdw's tables as they grew */
+	char *dw_path;	   /* to read it again after a release; NULL if not possible */
 	uint8_t dw_id[FX_BUILD_ID_MAX];
 	size_t dw_id_len;
 	bool dw_released;
@@ -856,10 +858,23 @@ static void shed_dwarf(struct fx_symbolizer *s, struct object *o)
 	o->dw_released = true;
 }
 
+/* Bytes malloc has handed out, all threads. libdw keeps no count of its own
+ * memory, and its tables (line tables, abbreviations, CUs) grow to twice its
+ * sections and more as lookups touch CUs: the budget counts what the heap
+ * grew by. Other threads' allocations meanwhile count too, which errs on the
+ * side of giving memory back. (Under ASan, whose allocator malloc's counts do
+ * not see, this stays flat and the sections' size is what counts.) */
+static uint64_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
 /* Takes @elf and @fd (both consumed) as @o's DWARF, within the budget. */
 static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, int fd)
 {
-	uint64_t bytes = dwarf_bytes(elf);
+	uint64_t bytes = dwarf_bytes(elf), heap0;
 
 	while (s->dw_bytes + bytes > s->max_bytes) {
 		size_t v = lru_object(s, true, false, o);
@@ -870,6 +885,7 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 	}
 	o->dw_elf = elf;
 	o->dw_fd = fd;
+	heap0 = heap_bytes();
 	o->dw = dwarf_open(elf, &o->dw_fd);
 	if (!o->dw) {
 		fx_debug("symbolize: no usable DWARF in '%s': %s", o->base_name, dwarf_errmsg(-1));
@@ -883,6 +899,9 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 		o->dw = NULL;
 		return;
 	}
+	/* Compressed sections are inflated as libdw opens them. */
+	if (heap_bytes() > heap0 + bytes)
+		bytes = heap_bytes() - heap0;
 	o->dw_bytes = bytes;
 	s->dw_bytes += bytes;
 }
@@ -1616,12 +1635,29 @@ void fx_symbolizer_free(struct fx_symbolizer *s)
 	free(s);
 }
 
+/* Heap bytes @o holds: its tables and results, and its DWARF as measured
+ * (dw_bytes). */
+static uint64_t object_bytes(const struct object *o)
+{
+	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->strs.mem.bytes +
+		     o->strs.cap * sizeof(*o->strs.slots) + o->res_mem.bytes +
+		     o->cap_cache * sizeof(*o->cache) + o->n_loads * sizeof(*o->loads) +
+		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
+		     o->dw_bytes;
+
+	for (size_t i = 0; i < o->n_cus; i++)
+		b += o->cus[i].n_funcs * sizeof(*o->cus[i].funcs);
+	return b;
+}
+
 int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *src,
 			  const uint64_t *offsets, size_t n, struct fx_sym_result *out)
 {
 	/* Last resort when even the fallback cannot be allocated. */
 	static const struct fx_sym_frame oom_frame = { .name = "[unknown]" };
 	struct object *o;
+	uint64_t heap0 = 0, counted0 = 0;
+	bool measuring = false;
 	size_t i;
 
 	o = get_object(s, src);
@@ -1632,6 +1668,12 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		s->stats.lookups++;
 		if (o)
 			c = cache_find(o, offsets[i], &found);
+		if (!found && o && !measuring) {
+			/* Lookups that miss read DWARF: libdw's tables grow. */
+			measuring = true;
+			heap0 = heap_bytes();
+			counted0 = object_bytes(o);
+		}
 		if (found) {
 			s->stats.cache_hits++;
 			out[i] = c->res;
@@ -1648,22 +1690,18 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		if (!out[i].sym_name)
 			s->stats.unresolved++;
 	}
+	if (measuring && o->dw) {
+		/* What the heap grew by beyond what the object counts already
+		 * (results, tables, sections read again) is libdw's. */
+		int64_t grew = ((int64_t)heap_bytes() - (int64_t)heap0) -
+			       ((int64_t)object_bytes(o) - (int64_t)counted0);
+
+		if (grew > 0) {
+			o->dw_bytes += (uint64_t)grew;
+			s->dw_bytes += (uint64_t)grew;
+		}
+	}
 	return o ? o->err : -ENOMEM;
-}
-
-/* Heap bytes @o holds (libdw's own structures beyond the debug sections are
- * not counted: they are a fraction of them). */
-static uint64_t object_bytes(const struct object *o)
-{
-	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->strs.mem.bytes +
-		     o->strs.cap * sizeof(*o->strs.slots) + o->res_mem.bytes +
-		     o->cap_cache * sizeof(*o->cache) + o->n_loads * sizeof(*o->loads) +
-		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
-		     o->dw_bytes;
-
-	for (size_t i = 0; i < o->n_cus; i++)
-		b += o->cus[i].n_funcs * sizeof(*o->cus[i].funcs);
-	return b;
 }
 
 /* Back under max_bytes, least recently used first: debug sections go

@@ -69,7 +69,7 @@ struct fx_config {
 		char *debug_dirs[FX_CONFIG_MAX_DEBUG_DIRS]; /* default { "/usr/lib/debug" } */
 		size_t ndebug_dirs;
 		bool demangle;	     /* default true */
-		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 24 MiB */
+		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 32 MiB */
 	} symbolization;
 	struct {
 		int level; /* enum fx_log_level; "error" "warning" "notice" "info"

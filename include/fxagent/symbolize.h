@@ -49,8 +49,9 @@ struct fx_symbolizer_opts {
 	const char *const *debug_dirs;
 	bool no_demangle;
 	bool no_inline; /* skip DWARF: only the function tables */
-	/* Bytes held between batches (tables, results, debug sections); 0 =
-	 * 24 MiB. A batch may go over it: its results stay valid to its end. */
+	/* Bytes held between batches (tables, results, DWARF as the heap grew
+	 * for it); 0 = 32 MiB. A batch may go over it: its results stay valid
+	 * to its end, but it releases other objects' DWARF to read new. */
 	uint64_t max_bytes;
 };
 

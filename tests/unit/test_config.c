@@ -977,7 +977,7 @@ static void test_defaults(void **state)
 	assert_int_equal(c->spool.max_age_s, 7 * 86400);
 	assert_null(c->metrics.textfile);
 	assert_int_equal(c->sampling.ring_bytes, 0);
-	assert_int_equal(c->symbolization.max_memory, 24 << 20);
+	assert_int_equal(c->symbolization.max_memory, 32 << 20);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
 	fx_config_release(c);

@@ -16,6 +16,7 @@
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,6 +586,91 @@ static void test_memory_bounds(void **state)
 	fx_symbolizer_free(s);
 }
 
+/* File offsets of up to @cap function entries of @path's executable code. */
+static size_t function_offsets(const char *path, uint64_t *offs, size_t cap)
+{
+	Elf_Scn *scn = NULL;
+	size_t n = 0, nph;
+	Elf *elf;
+	int fd;
+
+	elf_version(EV_CURRENT);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_getphdrnum(elf, &nph), 0);
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize && n < cap; i++) {
+			GElf_Sym sym;
+
+			gelf_getsym(d, (int)i, &sym);
+			if (GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+				continue;
+			for (size_t k = 0; k < nph; k++) {
+				GElf_Phdr ph;
+
+				gelf_getphdr(elf, (int)k, &ph);
+				if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
+				    sym.st_value >= ph.p_vaddr &&
+				    sym.st_value < ph.p_vaddr + ph.p_filesz)
+					offs[n++] = sym.st_value - ph.p_vaddr + ph.p_offset;
+			}
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return n;
+}
+
+/* max_bytes bounds what the symbolizer really holds: the memory libdw's
+ * tables take (line tables, abbreviations, CUs: twice the debug sections and
+ * more) is counted, not only the sections. Every function of the agent's
+ * binary, with its DWARF. */
+static void test_memory_counts_libdw(void **state)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	(void)state;
+	/* ASan's allocator is not malloc's: mallinfo2 does not see it. */
+	skip();
+#else
+	enum { CAP = 20000 };
+	uint64_t *offs = calloc(CAP, sizeof(*offs));
+	struct fx_sym_result *out = calloc(CAP, sizeof(*out));
+	struct fx_elf_source src = { .fd = -1, .path = FX_AGENT_EXE };
+	struct fx_symbolizer_stats st;
+	struct fx_symbolizer *s;
+	size_t n, heap0, grew;
+
+	(void)state;
+	assert_non_null(offs);
+	assert_non_null(out);
+	n = function_offsets(FX_AGENT_EXE, offs, CAP);
+	assert_true(n > 100);
+	heap0 = mallinfo2().uordblks + mallinfo2().hblkhd;
+	s = fx_symbolizer_new(NULL);
+	fx_symbolizer_begin_batch(s);
+	fx_symbolizer_resolve(s, &src, offs, n, out);
+	fx_symbolizer_get_stats(s, &st);
+	grew = mallinfo2().uordblks + mallinfo2().hblkhd - heap0;
+	print_message("%zu functions: the heap grew %.2f MiB, the symbolizer counts %.2f MiB "
+		      "(DWARF %.2f MiB)\n",
+		      n, grew / 1048576.0, st.bytes / 1048576.0, st.dwarf_bytes / 1048576.0);
+	assert_true(grew > (1u << 20));
+	assert_true(st.bytes >= grew * 8 / 10);
+	assert_true(st.bytes <= grew * 12 / 10);
+	fx_symbolizer_free(s);
+	free(offs);
+	free(out);
+#endif
+}
+
 static void test_batch_keeps_results(void **state)
 {
 	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
@@ -718,6 +804,7 @@ int main(void)
 		cmocka_unit_test(test_no_symbol_fallback),
 		cmocka_unit_test(test_fd_source_and_cache),
 		cmocka_unit_test(test_object_lru),
+		cmocka_unit_test(test_memory_counts_libdw),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
 		cmocka_unit_test(test_matches_eu_addr2line),
