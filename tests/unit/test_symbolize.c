@@ -38,6 +38,19 @@ struct elf_sym {
 	uint64_t base;	 /* image base of the file */
 };
 
+/* @path opened with libelf; the test fails if it cannot be. */
+static Elf *read_elf(const char *path, int *fd)
+{
+	Elf *elf;
+
+	elf_version(EV_CURRENT);
+	*fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(*fd >= 0);
+	elf = elf_begin(*fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	return elf;
+}
+
 /* Reads symbol @name from the .symtab of @path, the way the test expects the
  * symbolizer to see it. */
 static struct elf_sym fixture_sym(const char *path, const char *name)
@@ -50,11 +63,7 @@ static struct elf_sym fixture_sym(const char *path, const char *name)
 	Elf *elf;
 	int fd;
 
-	elf_version(EV_CURRENT);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	assert_non_null(elf);
+	elf = read_elf(path, &fd);
 	while (!found && (scn = elf_nextscn(elf, scn)) != NULL) {
 		GElf_Shdr sh;
 		Elf_Data *d;
@@ -594,11 +603,7 @@ static size_t function_offsets(const char *path, uint64_t *offs, size_t cap)
 	Elf *elf;
 	int fd;
 
-	elf_version(EV_CURRENT);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	assert_true(fd >= 0);
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	assert_non_null(elf);
+	elf = read_elf(path, &fd);
 	assert_int_equal(elf_getphdrnum(elf, &nph), 0);
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
 		GElf_Shdr sh;
