@@ -389,14 +389,23 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (ob->build_id_len && !m->build_id_len) {
 		id = find_bid(o, ob->build_id, ob->build_id_len);
 		if (id != FX_NONE) {
-			if (e->fd >= 0) {
+			struct entry *known = o->v[id];
+
+			/* The fd just opened serves the known object if its own
+			 * was closed as unused. */
+			if (e->fd >= 0 && known->idle_closed) {
+				known->fd = e->fd;
+				known->idle_closed = false;
+				o->stats.reopened++;
+			} else if (e->fd >= 0) {
 				close(e->fd);
 				o->stats.fds--;
 			}
+			known->used = o->epoch;
 			free(ob->path);
 			free(e);
 			add_alias(o, m, id);
-			return seen_again(o, m, id);
+			return id;
 		}
 	}
 	o->v[o->n++] = e;

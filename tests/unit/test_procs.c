@@ -236,7 +236,8 @@ static void test_unused_objects_close_and_reopen(void **state)
 				       .end = 0x7f1000010000,
 				       .path = FX_FIXTURE_DIR "/libfxfix.so" };
 	struct fx_objects_stats st0, st;
-	uint32_t self_id, lib_id;
+	char copy[600];
+	uint32_t self_id, lib_id, obj;
 	uint64_t off, e1, e2, e3;
 	int fd;
 
@@ -289,6 +290,31 @@ static void test_unused_objects_close_and_reopen(void **state)
 	fx_objects_get_stats(objs, &st);
 	assert_int_equal(st.fds, st0.fds);
 	assert_int_equal(st.reopened, 1);
+	assert_int_equal(st.objects, st0.objects);
+
+	/* Closed again; then a copy at another path, read from /proc/PID/maps
+	 * (no build-id given), turns out to be the same build-id: its fd serves
+	 * the known object. */
+	fx_procs_on_exit(p, 400, 400);
+	fx_procs_mark_objects(p);
+	fx_procs_sweep(p);
+	fx_objects_close_unused(objs, fx_objects_end_epoch(objs));
+	fx_procs_mark_objects(p);
+	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	snprintf(copy, sizeof(copy), "cp %s %s/libcopy.so", lib.path, root);
+	assert_int_equal(system(copy), 0);
+	snprintf(copy, sizeof(copy), "%s/libcopy.so", root);
+	lib.pid = 500;
+	lib.path = copy;
+	fx_procs_on_mmap(p, &lib, 0);
+	assert_true(fx_procs_resolve(fx_procs_find(p, 500), 0x7f1000000010, &obj, &off));
+	assert_int_equal(obj, lib_id);
+	fd = fx_objects_dup_fd(objs, lib_id);
+	assert_true(fd >= 0);
+	close(fd);
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.fds, st0.fds);
+	assert_int_equal(st.reopened, 2);
 	assert_int_equal(st.objects, st0.objects);
 	fx_procs_free(p);
 	fx_objects_free(objs);
