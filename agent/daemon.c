@@ -302,6 +302,12 @@ static void gen_put(struct daemon *d, struct gen *g)
 		gen_free(g);
 }
 
+static void mark_objects(struct daemon *d, const struct fx_window *w)
+{
+	if (w && w->nframes)
+		fx_objects_mark(d->objs, &w->frames[0].object, w->nframes, sizeof(w->frames[0]));
+}
+
 static void publish(struct daemon *d, struct batch *b)
 {
 	pthread_mutex_lock(&d->mu);
@@ -355,15 +361,13 @@ static void close_windows(struct daemon *d, uint64_t end, bool reopen)
 	for (size_t i = 0; i < d->nt; i++)
 		d->tot.attached += d->t[i].cgroup ? d->t[i].cg_id != 0 : 1;
 	if (b) {
-		/* What these windows and the live processes use keeps its fd
-		 * until the publisher has written them. */
-		for (size_t i = 0; i < b->njobs; i++) {
-			const struct fx_window *w = b->jobs[i].win;
-
-			if (w->nframes)
-				fx_objects_mark(d->objs, &w->frames[0].object, w->nframes,
-						sizeof(w->frames[0]));
-		}
+		/* What these windows, the live processes and any window left
+		 * open (out of memory for a fresh one) use keeps its fd until
+		 * the publisher has written them. */
+		for (size_t i = 0; i < b->njobs; i++)
+			mark_objects(d, b->jobs[i].win);
+		for (size_t i = 0; i < d->nt; i++)
+			mark_objects(d, d->t[i].win);
 		fx_procs_mark_objects(d->procs);
 		b->epoch = fx_objects_end_epoch(d->objs);
 		b->tot = d->tot;

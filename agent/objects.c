@@ -24,6 +24,7 @@ struct entry {
 	int fd;		     /* open, verified fd; -1 when none */
 	bool idle_closed;    /* fd closed by fx_objects_close_unused() */
 	uint64_t used;	     /* last epoch it was interned or marked */
+	uint64_t tried;	     /* last epoch it was tried to be opened again */
 };
 
 struct alias {
@@ -216,8 +217,11 @@ static int add_alias(struct fx_objects *o, const struct fx_mapping_info *m, uint
 /* Opens the file as the process sees it. The fd is accepted only if its
  * build-id matches the one the kernel reported, or the one the object already
  * has (a path on the host may name another file than the one a container
- * mapped). */
-static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e)
+ * mapped). With @again (an object opened before, its fd closed as unused) the
+ * object is not changed, others may be reading it; without a build-id to
+ * check, only the mapping itself (map_files) is sure to be the same file. */
+static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e,
+		       bool again)
 {
 	struct fx_object *ob = &e->ob;
 	const uint8_t *want = m->build_id_len ? m->build_id : ob->build_id;
@@ -229,7 +233,7 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, o->proc_root,
 		 m->pid, m->start, m->end);
 	tries[ntries++] = mf;
-	if (m->path[0] == '/') {
+	if (m->path[0] == '/' && (!again || want_len)) {
 		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", o->proc_root, m->pid,
 			 m->path);
 		tries[ntries++] = root;
@@ -248,6 +252,10 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 		if (want_len && (len != (int)want_len || memcmp(bid, want, want_len))) {
 			close(fd);
 			continue;
+		}
+		if (again) {
+			e->fd = fd;
+			return 0;
 		}
 		if (len > 0 && !ob->build_id_len) {
 			memcpy(ob->build_id, bid, len);
@@ -321,10 +329,15 @@ static uint32_t seen_again(struct fx_objects *o, const struct fx_mapping_info *m
 	struct entry *e = o->v[id];
 
 	e->used = o->epoch;
-	if (e->idle_closed && o->stats.fds < o->max_open && open_object(o, m, e) == 0) {
-		e->idle_closed = false;
-		o->stats.fds++;
-		o->stats.reopened++;
+	/* One try an epoch: a mapping that cannot be opened (its process gone,
+	 * map_files not ours to read) is not tried again for every mapping. */
+	if (e->idle_closed && e->tried != o->epoch && o->stats.fds < o->max_open) {
+		e->tried = o->epoch;
+		if (open_object(o, m, e, true) == 0) {
+			e->idle_closed = false;
+			o->stats.fds++;
+			o->stats.reopened++;
+		}
 	}
 	return id;
 }
@@ -380,7 +393,7 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (!strcmp(m->path, "[vdso]")) {
 		open_vdso(o, m, e);
 	} else if (!ob->special) {
-		if (o->stats.fds < o->max_open && open_object(o, m, e) == 0)
+		if (o->stats.fds < o->max_open && open_object(o, m, e, false) == 0)
 			o->stats.fds++;
 		else
 			o->stats.open_failed++;

@@ -511,8 +511,9 @@ void fx_procs_mark_objects(const struct fx_procs *p)
 
 		if (!p->procs.keys[i] || p->procs.keys[i] == TOMB)
 			continue;
+		/* Exited but not swept yet: its threads may still run. */
 		proc = p->procs.vals[i];
-		if (!proc->exited && proc->nmaps)
+		if (proc->nmaps)
 			fx_objects_mark(p->objs, &proc->maps[0].object, proc->nmaps,
 					sizeof(proc->maps[0]));
 	}

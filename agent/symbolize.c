@@ -874,7 +874,7 @@ static uint64_t heap_bytes(void)
 /* Takes @elf and @fd (both consumed) as @o's DWARF, within the budget. */
 static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, int fd)
 {
-	uint64_t bytes = dwarf_bytes(elf), heap0;
+	uint64_t bytes = dwarf_bytes(elf), heap0, heap;
 
 	while (s->dw_bytes + bytes > s->max_bytes) {
 		size_t v = lru_object(s, true, false, o);
@@ -900,8 +900,9 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 		return;
 	}
 	/* Compressed sections are inflated as libdw opens them. */
-	if (heap_bytes() > heap0 + bytes)
-		bytes = heap_bytes() - heap0;
+	heap = heap_bytes();
+	if (heap > heap0 && heap - heap0 > bytes)
+		bytes = heap - heap0;
 	o->dw_bytes = bytes;
 	s->dw_bytes += bytes;
 }

@@ -82,8 +82,8 @@ bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *objec
 /* Drops processes and threads that exited. */
 void fx_procs_sweep(struct fx_procs *p);
 
-/* Marks the objects that live processes map as used (fx_objects_mark), so
- * their fds stay open. */
+/* Marks the objects that processes in the table map as used
+ * (fx_objects_mark), so their fds stay open. */
 void fx_procs_mark_objects(const struct fx_procs *p);
 
 /* Parses one line of /proc/PID/maps. Returns 1 and fills the out values for
