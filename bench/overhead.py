@@ -245,10 +245,12 @@ def run(ctx, a):
     cpu = fb.med([r["cpu_pct"] for r in res["fxagent dwarf"]])
     write = max(fb.med([r["write_ms"] for r in res[n]]) for n in fx)
     unwind = fb.med([r.get("unwind_med_us") for r in res["fxagent dwarf"]])
+    peak = max(fb.med([r["peak_mib"] for r in res[n]]) for n in fx)
     lines += [f"Aims: recording under 1% of one CPU ({fb.aim(cpu < 1, f'{cpu:.2f}%')}), "
               f"symbolization plus writing under 2 s ({fb.aim(write < 2000, f'{write:.0f} ms')}), "
               f"median unwind under 10 us "
-              f"({fb.aim(unwind is not None and unwind < 10, fb.f(unwind, '{:.1f} us'))}).", ""]
+              f"({fb.aim(unwind is not None and unwind < 10, fb.f(unwind, '{:.1f} us'))}), "
+              f"peak RSS under 50 MiB ({fb.aim(peak < 50, f'{peak:.1f} MiB')}).", ""]
     return lines
 
 

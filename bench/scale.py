@@ -159,6 +159,11 @@ def run(ctx, a):
               f"{ten['cpu_med']:.2f}% to {paths['cpu_med']:.2f}% and steady RSS from "
               f"{ten['steady_mib']:.0f} to {paths['steady_mib']:.0f} MiB. Whole-system "
               f"figures: other processes running on the machine count too.", ""]
+    over = [row[0] for row, r in zip(rows, got) if r["steady_mib"] >= 50]
+    peak = max(r["peak_mib"] for r in got)
+    lines += [f"Aims: steady RSS under 50 MiB ("
+              f"{fb.aim(not over, 'in every workload' if not over else 'over it with ' + ', '.join(over))}), "
+              f"peak RSS under 50 MiB ({fb.aim(peak < 50, f'{peak:.1f} MiB at most')}).", ""]
     return lines
 
 
