@@ -634,36 +634,45 @@ static size_t function_offsets(const char *path, uint64_t *offs, size_t cap)
 	return n;
 }
 
+/* Bytes malloc has handed out. */
+static size_t heap_now(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
 /* max_bytes bounds what the symbolizer really holds: the memory libdw's
  * tables take (line tables, abbreviations, CUs: twice the debug sections and
  * more) is counted, not only the sections. Every function of the agent's
  * binary, with its DWARF. */
 static void test_memory_counts_libdw(void **state)
 {
-#if defined(__SANITIZE_ADDRESS__)
-	(void)state;
-	/* ASan's allocator is not malloc's: mallinfo2 does not see it. */
-	skip();
-#else
 	enum { CAP = 20000 };
-	uint64_t *offs = calloc(CAP, sizeof(*offs));
-	struct fx_sym_result *out = calloc(CAP, sizeof(*out));
 	struct fx_elf_source src = { .fd = -1, .path = FX_AGENT_EXE };
 	struct fx_symbolizer_stats st;
 	struct fx_symbolizer *s;
+	struct fx_sym_result *out;
+	uint64_t *offs;
 	size_t n, heap0, grew;
 
 	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	print_message("skipped: ASan's allocator is not malloc's, mallinfo2 does not see it\n");
+	skip();
+#endif
+	offs = calloc(CAP, sizeof(*offs));
+	out = calloc(CAP, sizeof(*out));
 	assert_non_null(offs);
 	assert_non_null(out);
 	n = function_offsets(FX_AGENT_EXE, offs, CAP);
 	assert_true(n > 100);
-	heap0 = mallinfo2().uordblks + mallinfo2().hblkhd;
+	heap0 = heap_now();
 	s = fx_symbolizer_new(NULL);
 	fx_symbolizer_begin_batch(s);
 	fx_symbolizer_resolve(s, &src, offs, n, out);
 	fx_symbolizer_get_stats(s, &st);
-	grew = mallinfo2().uordblks + mallinfo2().hblkhd - heap0;
+	grew = heap_now() - heap0;
 	print_message("%zu functions: the heap grew %.2f MiB, the symbolizer counts %.2f MiB "
 		      "(DWARF %.2f MiB)\n",
 		      n, grew / 1048576.0, st.bytes / 1048576.0, st.dwarf_bytes / 1048576.0);
@@ -673,7 +682,6 @@ static void test_memory_counts_libdw(void **state)
 	fx_symbolizer_free(s);
 	free(offs);
 	free(out);
-#endif
 }
 
 static void test_batch_keeps_results(void **state)
