@@ -336,6 +336,24 @@ def main(body):
     sys.exit(0)
 
 
+def rss_and_fds(pid):
+    """A process's VmRSS (KiB) and how many fds it has open; OSError once it is gone."""
+    with open(f"/proc/{pid}/status") as f:
+        rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def open_files(pid):
+    """What a process's fds point at, " (deleted)" cut off."""
+    held = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            held.append(os.readlink(f"/proc/{pid}/fd/{fd}").removesuffix(" (deleted)"))
+        except OSError:
+            pass  # closed meanwhile
+    return held
+
+
 def cpu_seconds(pid):
     """User + system CPU time of a process so far, from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:

@@ -45,9 +45,7 @@ class Sampler(threading.Thread):
     def run(self):
         while not self.done:
             try:
-                with open(f"/proc/{self.pid}/status") as f:
-                    rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
-                fds = len(os.listdir(f"/proc/{self.pid}/fd"))
+                rss, fds = fxtest.rss_and_fds(self.pid)
             except (OSError, StopIteration):
                 break
             self.series.append((time.time(), rss, fds))
@@ -85,12 +83,7 @@ def run(t, cg):
                  for n in ("fx-churn", "libfxplug.so")]
 
     def fds_on_kid_files():
-        held = []
-        for fd in os.listdir(f"/proc/{d.p.pid}/fd"):
-            try:
-                held.append(os.path.realpath(os.readlink(f"/proc/{d.p.pid}/fd/{fd}")))
-            except OSError:
-                pass
+        held = [os.path.realpath(p) for p in fxtest.open_files(d.p.pid)]
         return {os.path.basename(k): held.count(k) for k in kid_files}
 
     at_end = fds_on_kid_files()

@@ -30,12 +30,6 @@ from fxdaemon import Daemon, EPS_MS, check_chunk
 WINDOW = 10
 
 
-def status(pid):
-    with open(f"/proc/{pid}/status") as f:
-        rss = next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
-
-
 def fresh_binary(src, dst):
     """A copy of @src with a random build-id: a binary the agent has never seen."""
     out = subprocess.run(["readelf", "-n", src], capture_output=True, text=True, check=True)
@@ -80,16 +74,11 @@ def body(t):
     start = time.time()
     while time.time() - start < seconds:
         t.require(d.p.poll() is None, f"fxagent exited {d.p.returncode}: {d.text()[-1500:]}")
-        series.append((time.time(), *status(d.p.pid)))
+        series.append((time.time(), *fxtest.rss_and_fds(d.p.pid)))
         time.sleep(1.0)
     stop.set()
     ch.join()
-    held = []
-    for fd in os.listdir(f"/proc/{d.p.pid}/fd"):
-        try:
-            held.append(os.readlink(f"/proc/{d.p.pid}/fd/{fd}").removesuffix(" (deleted)"))
-        except OSError:
-            pass
+    held = fxtest.open_files(d.p.pid)
     now = time.time()
     old = {exe for exe, ts in ended.items() if now - ts > 3 * WINDOW}
     on_old = sorted({os.path.basename(p) for p in held if p in old})
