@@ -35,6 +35,10 @@
 #define TAG_ROOT	   (UINT32_MAX - 1) /* the root cgroup: samples for process/pid targets */
 #define MAX_OPEN_OBJECTS   8192
 #define UNWIND_CACHE_PROCS 256
+/* Processes asked about at each window change whether they are gone without
+ * an EXIT record: up to this many access() calls, about a millisecond on the
+ * sampler thread, every process in turn. */
+#define REAP_BUDGET 512
 
 struct target_rt {
 	const struct fx_target *cfg; /* NULL: the whole system */
@@ -392,6 +396,7 @@ static void rotate(struct daemon *d, uint64_t end)
 {
 	uint64_t t0 = fx_now_ns(CLOCK_MONOTONIC), c0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID), took,
 		 cpu;
+	size_t reaped;
 
 	close_windows(d, end, true);
 	/* Processes that did not run for a whole window give their Dwfl back. */
@@ -405,6 +410,9 @@ static void rotate(struct daemon *d, uint64_t end)
 			 " evicted, %" PRIu64 " dropped idle",
 			 ds.live, ds.dwfl_new, ds.evicted, ds.idle_dropped);
 	}
+	reaped = fx_procs_reap_gone(d->procs, REAP_BUDGET);
+	if (reaped)
+		fx_debug("procs: %zu processes gone without an EXIT record", reaped);
 	fx_procs_sweep(d->procs);
 	resolve_targets(d);
 	d->win_start = end;

@@ -3,12 +3,14 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "fxagent/util.h"
 #include "fxagent/window.h"
@@ -29,7 +31,8 @@ struct fx_procs {
 	struct table procs;   /* pid -> struct fx_proc */
 	struct table threads; /* tid -> struct fx_thread */
 	struct fx_procs_stats stats;
-	uint64_t gen; /* source of fx_proc.image and .generation */
+	uint64_t gen;	    /* source of fx_proc.image and .generation */
+	size_t reap_cursor; /* where fx_procs_reap_gone() goes on */
 };
 
 static size_t slot_of(uint32_t key, size_t cap)
@@ -502,6 +505,54 @@ void fx_procs_sweep(struct fx_procs *p)
 	sweep(&p->threads, offsetof(struct fx_thread, exited), free);
 	p->stats.procs = p->procs.n;
 	p->stats.threads = p->threads.n;
+}
+
+/* Marks exited the entries of @t, from slot *@cursor on, whose id is gone
+ * from @root; looks at @budget live entries at most. */
+static size_t reap(struct table *t, size_t exited_off, const char *root, size_t *cursor,
+		   size_t budget)
+{
+	size_t marked = 0, start = *cursor;
+	char path[PATH_MAX];
+
+	for (size_t k = 0; k < t->cap && budget; k++) {
+		size_t i = (start + k) & (t->cap - 1);
+		bool *exited;
+
+		if (!t->keys[i] || t->keys[i] == TOMB)
+			continue;
+		exited = (bool *)((char *)t->vals[i] + exited_off);
+		if (*exited)
+			continue;
+		budget--;
+		snprintf(path, sizeof(path), "%s/%" PRIu32, root, t->keys[i]);
+		if (access(path, F_OK) != 0 && errno == ENOENT) {
+			*exited = true;
+			marked++;
+		}
+		*cursor = (i + 1) & (t->cap - 1);
+	}
+	return marked;
+}
+
+size_t fx_procs_reap_gone(struct fx_procs *p, size_t budget)
+{
+	size_t n = reap(&p->procs, offsetof(struct fx_proc, exited), p->proc_root, &p->reap_cursor,
+			budget);
+
+	/* The threads of a process found gone are gone too: no access() each. */
+	for (size_t i = 0; n && i < p->threads.cap; i++) {
+		struct fx_thread *t = p->threads.vals[i];
+		const struct fx_proc *proc;
+
+		if (!p->threads.keys[i] || p->threads.keys[i] == TOMB || t->exited)
+			continue;
+		proc = table_get(&p->procs, t->pid);
+		if (proc && proc->exited)
+			t->exited = true;
+	}
+	p->stats.reaped_gone += n;
+	return n;
 }
 
 void fx_procs_mark_objects(const struct fx_procs *p)

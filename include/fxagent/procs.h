@@ -49,6 +49,7 @@ struct fx_procs_stats {
 	uint64_t threads;
 	uint64_t proc_reads;   /* /proc/PID loads */
 	uint64_t proc_missing; /* processes gone before we could read them */
+	uint64_t reaped_gone;  /* processes found gone without an EXIT record */
 };
 
 struct fx_procs;
@@ -81,6 +82,13 @@ bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *objec
 
 /* Drops processes and threads that exited. */
 void fx_procs_sweep(struct fx_procs *p);
+
+/* A process whose EXIT record was lost (a ring overflowed under fork churn)
+ * would otherwise stay for good, and with it the fds of the binaries it
+ * mapped. Looks at up to @budget more live processes, taking turns across
+ * calls, and marks exited those gone from the proc root, with their threads,
+ * for the next fx_procs_sweep(). Returns how many processes it marked. */
+size_t fx_procs_reap_gone(struct fx_procs *p, size_t budget);
 
 /* Marks the objects that processes in the table map as used
  * (fx_objects_mark), so their fds stay open. */

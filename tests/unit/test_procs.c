@@ -347,6 +347,62 @@ static void test_many_processes_and_sweeps(void **state)
 	fx_objects_free(objs);
 }
 
+/* A process whose EXIT record was lost (a ring overflowed) is found gone from
+ * the proc root, swept with its threads, and the fd of the library only it
+ * mapped is closed; live processes stay. A budget of N looks at N live
+ * processes a call, taking turns, so each is looked at in time. */
+static void test_lost_exit_reaped(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_mapping_info lib = { .pid = 300,
+				       .start = 0x7f1000000000,
+				       .end = 0x7f1000010000,
+				       .path = FX_FIXTURE_DIR "/libfxfix.so" };
+	struct fx_procs_stats st;
+	uint32_t lib_id;
+	uint64_t off;
+	size_t marked;
+
+	(void)state;
+	assert_non_null(fx_procs_get(p, 100));
+	fx_procs_on_fork(p, 100, 100, 101, 100);
+	fx_procs_on_mmap(p, &lib, 0); /* pid 300: no directory in the root */
+	fx_procs_on_fork(p, 300, 300, 301, 300);
+	assert_true(fx_procs_resolve(fx_procs_find(p, 300), 0x7f1000000010, &lib_id, &off));
+
+	/* Without its EXIT a sweep keeps it, and its library stays open. */
+	fx_procs_sweep(p);
+	assert_non_null(fx_procs_find(p, 300));
+	fx_procs_mark_objects(p);
+	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 0);
+
+	/* 40 more gone, 42 in all to look at, 8 a call: every one is found in
+	 * the 6 calls it takes to look at each once. */
+	for (uint32_t pid = 1000; pid < 1040; pid++)
+		fx_procs_on_fork(p, pid, 100, pid, 101);
+	marked = 0;
+	for (int i = 0; i < 6; i++)
+		marked += fx_procs_reap_gone(p, 8);
+	assert_int_equal(marked, 41);
+	assert_int_equal(fx_procs_reap_gone(p, 100), 0); /* nothing more to find */
+	fx_procs_get_stats(p, &st);
+	assert_int_equal(st.reaped_gone, 41);
+	fx_procs_sweep(p);
+	assert_null(fx_procs_find(p, 300));
+	assert_null(fx_procs_find_thread(p, 301));
+	assert_null(fx_procs_find(p, 1039));
+	assert_non_null(fx_procs_find(p, 100));
+	assert_non_null(fx_procs_find_thread(p, 101));
+
+	/* Nothing maps the library now: its fd goes with the next window. */
+	fx_procs_mark_objects(p);
+	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	assert_int_equal(fx_objects_dup_fd(objs, lib_id), -1);
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +412,7 @@ int main(void)
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
 		cmocka_unit_test(test_unused_objects_close_and_reopen),
 		cmocka_unit_test(test_many_processes_and_sweeps),
+		cmocka_unit_test(test_lost_exit_reaped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
