@@ -31,8 +31,10 @@ fi
 mkdir -p "$build"
 build=$(cd "$build" && pwd)
 
+# FX_TIME_SCALE (default 3): the integration tests' deadlines and timeouts are
+# that many times longer, for the agent's slowdown under the sanitizers.
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFX_SANITIZE=ON \
-	-DFX_WERROR=ON -DBUILD_TESTING=ON || exit 1
+	-DFX_WERROR=ON -DBUILD_TESTING=ON -DFX_TIME_SCALE="${FX_TIME_SCALE:-3}" || exit 1
 cmake --build "$build" -j "$(nproc)" || exit 1
 
 # Absolute (each process writes relative to its own cwd) and writable by the

@@ -170,7 +170,8 @@ class Daemon:
                              env=dict(os.environ, **env) if env else None)
 
     def wait_started(self, timeout=10):
-        """Until the agent says it samples (its notice), or timeout."""
+        """Until the agent says it samples (its notice), or timeout (scaled)."""
+        timeout = fxtest.scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.t.require(self.p.poll() is None,
@@ -185,7 +186,9 @@ class Daemon:
             return f.read()
 
     def stop(self, sig=signal.SIGINT, timeout=30):
-        """A signal (SIGINT: Ctrl-C; SIGTERM: systemctl stop), then the exit status."""
+        """A signal (SIGINT: Ctrl-C; SIGTERM: systemctl stop), then the exit status
+        within timeout (scaled) seconds."""
+        timeout = fxtest.scaled(timeout)
         self.p.send_signal(sig)
         try:
             return self.p.wait(timeout=timeout)

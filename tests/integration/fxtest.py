@@ -26,10 +26,40 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
 SKIP = 77
+
+# How much longer than a plain build on a quiet machine things may take:
+# scripts/sanitize.sh configures its build with FX_TIME_SCALE (ASan and UBSan
+# slow the agent down 2-3 times) and CMake hands it to every test. Deadlines,
+# timeouts and waits for the agent to produce something are multiplied by it;
+# what is asserted stays the same.
+TIME_SCALE = max(1.0, float(os.environ.get("FX_TIME_SCALE") or 1))
+
+# profiler-cli: tries of a load or a query, and what it says when its daemon
+# was not (yet, or for a moment) reachable.
+CLI_TRIES = 3
+CLI_TRANSIENT = re.compile(r"did not become ready|not reachable|cannot be reached|"
+                           r"responding again|ECONNREFUSED|ECONNRESET|EPIPE")
+
+
+def scaled(seconds):
+    """A deadline or timeout of `seconds` on a plain build, for this build."""
+    return seconds * TIME_SCALE
+
+
+def wait_for(cond, timeout, period=0.05):
+    """Polls cond() until it returns something true or `timeout` (scaled) seconds
+    pass; returns the last value of cond()."""
+    deadline = time.monotonic() + scaled(timeout)
+    while True:
+        got = cond()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(period)
 
 
 class Stop(Exception):
@@ -50,6 +80,11 @@ class Profile:
         stacks = shared["stackTable"]
         cats = self.data["meta"]["categories"]
         self.func_names = [strings[i] for i in funcs["name"]]
+        res_lib = shared["resourceTable"]["lib"]
+        libs = self.data["libs"]
+        # The name of the lib each function is in (None: no lib, e.g. kernel).
+        self.func_lib = [libs[res_lib[r]]["name"] if r is not None and res_lib[r] is not None
+                         else None for r in funcs["resource"]]
         self.frame_func = frames["func"]
         self.frame_cat = [cats[c]["name"] if c is not None else None
                           for c in frames["category"]]
@@ -126,28 +161,77 @@ class Profile:
 
 
 class Cli:
-    """One profiler-cli session on one profile, in its own session directory."""
+    """One profiler-cli session on one profile, in its own session directory.
+
+    profiler-cli runs a daemon that its commands reach over a Unix socket. Its
+    `load` gives that daemon 500 ms to listen, which a loaded machine or a cold
+    page cache can overrun (the daemon is a Node.js process reading a 4 MB
+    bundle); a command can also meet a daemon that is still busy. So a load
+    that fails is stopped and tried again, CLI_TRIES times in all, and a query
+    that finds the daemon unreachable is retried; both then fail with what
+    profiler-cli and its daemon log said. The session directory is a short
+    path under /tmp: the socket inside it must fit a sockaddr_un (108 bytes),
+    which a deep checkout's build tree would not."""
 
     def __init__(self, t, exe, profile_path, tag):
         self.t = t
         self.exe = exe
         self.tag = tag
+        self.dir = tempfile.mkdtemp(prefix="fxpcli-")
         # Its directory first on PATH: a newer node installed beside it (see
         # scripts/install-test-deps.sh) then runs it.
-        self.env = dict(os.environ, PROFILER_CLI_SESSION_DIR=os.path.join(t.work, "pcli-" + tag),
+        self.env = dict(os.environ, PROFILER_CLI_SESSION_DIR=self.dir,
+                        PROFILER_CLI_LOAD_TIMEOUT_MS=str(int(scaled(60) * 1000)),
                         PATH=os.path.dirname(exe) + os.pathsep + os.environ.get("PATH", ""))
-        os.makedirs(self.env["PROFILER_CLI_SESSION_DIR"], exist_ok=True)
-        out = self.run("load", profile_path)
-        t.require("Profile load failed" not in out,
-                  f"profiler-cli cannot load {profile_path}: {out.strip()}")
+        errors = []
+        for attempt in range(1, CLI_TRIES + 1):
+            os.makedirs(self.dir, exist_ok=True)
+            p = self._exec("load", profile_path)
+            out = (p.stdout + p.stderr).strip()
+            if p.returncode == 0 and "Profile load failed" not in out:
+                if attempt > 1:
+                    t.note(f"profiler-cli {tag}: loaded on try {attempt}; before: {errors}")
+                return
+            # A bad profile fails the same way every time: no retry hides it.
+            t.require("Profile load failed" not in out,
+                      f"profiler-cli cannot load {profile_path}: {out[-2000:]}")
+            errors.append(f"try {attempt}: exit {p.returncode}: {out[-600:]}")
+            self.stop()
+            time.sleep(0.5 * attempt)
+        raise Stop(f"profiler-cli did not load {profile_path} in {CLI_TRIES} tries: "
+                   f"{errors}; daemon log: {self.daemon_log()}")
+
+    def _exec(self, *args):
+        cmd = [self.exe, *args]
+        try:
+            return subprocess.run(cmd, env=self.env, capture_output=True, text=True,
+                                  timeout=scaled(120))
+        except subprocess.TimeoutExpired:
+            raise Stop(f"`{' '.join(cmd)}` did not end within {scaled(120):.0f} s; "
+                       f"daemon log: {self.daemon_log()}")
+
+    def daemon_log(self):
+        """The tail of the session's daemon logs, for a failure message."""
+        text = ""
+        for name in sorted(os.listdir(self.dir)) if os.path.isdir(self.dir) else []:
+            if name.endswith(".log"):
+                with open(os.path.join(self.dir, name), errors="replace") as f:
+                    text += f"[{name}] " + f.read()[-800:]
+        return text or "(none)"
 
     def run(self, *args):
-        cmd = [self.exe, *args]
-        p = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=120)
-        if p.returncode != 0:
-            raise Stop(f"`{' '.join(cmd)}` exited {p.returncode}: {p.stdout.strip()} "
-                       f"{p.stderr.strip()}")
-        return p.stdout
+        errors = []
+        for attempt in range(1, CLI_TRIES + 1):
+            p = self._exec(*args)
+            if p.returncode == 0:
+                return p.stdout
+            out = f"{p.stdout.strip()} {p.stderr.strip()}"
+            errors.append(f"exit {p.returncode}: {out[-600:]}")
+            if not CLI_TRANSIENT.search(out):
+                break
+            time.sleep(0.5 * attempt)
+        raise Stop(f"`{self.exe} {' '.join(args)}` failed: {errors}; daemon log: "
+                   f"{self.daemon_log()}")
 
     def json(self, *args):
         out = self.run(*args, "--json")
@@ -185,8 +269,29 @@ class Cli:
                          "--max-lines", "400")["regularCallTree"]
 
     def stop(self):
-        subprocess.run([self.exe, "stop", "--all"], env=self.env, capture_output=True,
-                       timeout=60)
+        if not os.path.isdir(self.dir):
+            return  # stopped already
+        try:
+            subprocess.run([self.exe, "stop", "--all"], env=self.env, capture_output=True,
+                           timeout=scaled(60))
+        except subprocess.TimeoutExpired:
+            pass  # the test fails or passes on what it saw; the daemons go below
+        self._kill_daemons()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _kill_daemons(self):
+        """SIGKILL to any daemon of this session that `stop` did not end: one that
+        had not yet said where it listens is unknown to `stop`. Only processes
+        whose environment names this session's own directory."""
+        mark = f"PROFILER_CLI_SESSION_DIR={self.dir}".encode()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    if mark not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass  # gone, or not ours to read
 
 
 def tree_paths(node, path=()):
@@ -245,13 +350,14 @@ class Test:
         return p
 
     def run_agent(self, *args, timeout=60):
-        """Run the agent with args; returns the CompletedProcess (text)."""
+        """Run the agent with args; returns the CompletedProcess (text). The
+        timeout is scaled (see TIME_SCALE)."""
         cmd = [self.agent, *map(str, args)]
         self.note("+ " + " ".join(cmd))
         try:
-            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(timeout))
         except subprocess.TimeoutExpired:
-            raise Stop(f"`{' '.join(cmd)}` did not end within {timeout} s")
+            raise Stop(f"`{' '.join(cmd)}` did not end within {scaled(timeout):.0f} s")
 
     def record(self, tag, seconds, pids=(), extra=()):
         """`fxagent --once` for `seconds` (system-wide without pids); lint and read the
@@ -260,7 +366,9 @@ class Test:
         args = ["--once", "--duration", f"{seconds}s", "--output", out, *extra]
         for pid in pids:
             args += ["--pid", pid]
-        p = self.run_agent(*args, timeout=seconds + 60)
+        # run_agent scales the timeout: only the part after the recording
+        # (symbolizing, writing) is stretched by a slow build, not its length.
+        p = self.run_agent(*args, timeout=seconds / TIME_SCALE + 60)
         self.save(tag + ".agent.log", p.stderr)
         self.require(p.returncode == 0,
                      f"fxagent {' '.join(map(str, args))} exited {p.returncode}: "
