@@ -1,23 +1,33 @@
 # SPDX-License-Identifier: MIT
 """Process churn: the daemon (2 s windows) while fx-churn starts 300
-short-lived processes a second for 10 s (each a fork and exec, half of them
-dlopen()ing libfxplug.so), about 3000 in all. fx-churn runs in a cgroup of its
-own, the agent's one target: what else the machine runs meanwhile (compilers,
-say) would grow the agent's caches and hide what the churn does to them.
+short-lived processes a second for 10 s, twice (each a fork and exec, half of
+them dlopen()ing libfxplug.so). fx-churn runs in a cgroup of its own, the
+agent's one target: what else the machine runs meanwhile (compilers, say)
+would grow the agent's caches and hide what the churn does to them.
 
-- no window is lost: 6 or more chunks, seq consecutive, windows contiguous;
-- short-lived processes appear by name: every whole window of the churn has
-  fx-churn-kid threads, most samples in churn_burn and in the dlopen'ed
-  plug_hot (the rest in exec and the dynamic loader), and every frame of
-  fx-churn and libfxplug.so named;
-- the state of dead processes is released: the agent's RSS, sampled every
-  0.2 s, stays flat once its caches are warm (from the second window of the
-  churn on it grows by less than 8 MiB and 25%), and within three windows of
-  the churn's end no fd is left open on its files: the object cache, the
-  unwinder and the symbolizer all give back what dead processes used.
+- no window is lost: seq consecutive, windows contiguous, a chunk per window;
+- short-lived processes appear by name: every whole window of a churn has
+  fx-churn-kid threads with samples in churn_burn and in the dlopen'ed
+  plug_hot, and every frame of fx-churn and libfxplug.so is named;
+- their time is where it was spent: each kid spends 2 ms of CPU in churn_burn
+  or plug_hot, and fork, exec and the loader cost the rest, by an amount that
+  depends on the machine (40% of the kids' CPU on one, 80% on another). So the
+  reference is fx-churn's own count: kids x 2 ms over the CPU time of all its
+  kids (getrusage). The share of the kids' samples in the two functions is
+  within 3.5 standard errors (at least 8 points) of that reference;
+- the state of dead processes is released: the second churn is the first one
+  again, so once the agent's caches are warm from the first its RSS (sampled
+  every 0.2 s) does not grow: the second churn's peak is within 6 MiB and 15%
+  of the first's. (The old check, growth within the second window, assumed the
+  caches were warm after 2 s: a machine that forks more slowly warms them
+  later.) And once two windows after the second churn are written (the
+  symbolizer keeps an object one window more), no fd is left open on its
+  files: the object cache, the unwinder and the symbolizer all give back what
+  dead processes used.
 The series are printed.
 """
 
+import calendar
 import os
 import re
 import subprocess
@@ -25,7 +35,7 @@ import threading
 import time
 
 import fxtest
-from fxdaemon import Daemon, EPS_MS, check_chunk, with_cgroups
+from fxdaemon import CHUNK_RE, Daemon, EPS_MS, check_chunk, with_cgroups
 
 WINDOW = 2
 CHURN_S = 10
@@ -56,6 +66,26 @@ class Sampler(threading.Thread):
         self.join()
 
 
+def churn_once(t, exe, procs):
+    """One fx-churn run in the target cgroup: (start, end, kids, kids' CPU s)."""
+    def join():
+        with open(procs, "w") as f:
+            f.write(str(os.getpid()))
+
+    start = time.time()
+    churn = subprocess.run([exe, str(CHURN_S), str(RATE)], capture_output=True, text=True,
+                           timeout=fxtest.scaled(CHURN_S + 60), preexec_fn=join)
+    end = time.time()
+    t.require(churn.returncode == 0, f"fx-churn exited {churn.returncode}: {churn.stderr}")
+    kids, cpu = churn.stdout.split()
+    kids, cpu = int(kids), float(cpu)
+    t.note(f"fx-churn started {kids} processes in {end - start:.1f} s; they used "
+           f"{cpu:.2f} CPU s, {2 * kids / 1000:.2f} of them in their work")
+    # A third of what was asked: the rate is a target that a slow fork misses.
+    t.check(kids >= RATE * CHURN_S / 3, f"only {kids} processes started")
+    return start, end, kids, cpu
+
+
 def run(t, cg):
     rel = f"/fxtest-{os.getpid()}-churn"
     procs = os.path.join(cg.make(rel), "cgroup.procs")
@@ -66,19 +96,8 @@ def run(t, cg):
     mem.start()
     exe = os.path.join(t.workloads, "fx-churn")
     t.require(os.access(exe, os.X_OK), f"{exe} is not built")
-
-    def join():
-        with open(procs, "w") as f:
-            f.write(str(os.getpid()))
-
-    start = time.time()
-    churn = subprocess.run([exe, str(CHURN_S), str(RATE)], capture_output=True, text=True,
-                           timeout=CHURN_S + 60, preexec_fn=join)
-    end = time.time()
-    t.require(churn.returncode == 0, f"fx-churn exited {churn.returncode}: {churn.stderr}")
-    kids = int(churn.stdout.strip() or 0)
-    t.note(f"fx-churn started {kids} processes in {end - start:.1f} s")
-    t.check(kids >= 1000, f"only {kids} processes started")
+    runs = [churn_once(t, exe, procs) for _ in range(2)]
+    end = runs[-1][1]
     kid_files = [os.path.realpath(os.path.join(t.workloads, n))
                  for n in ("fx-churn", "libfxplug.so")]
 
@@ -86,15 +105,22 @@ def run(t, cg):
         held = [os.path.realpath(p) for p in fxtest.open_files(d.p.pid)]
         return {os.path.basename(k): held.count(k) for k in kid_files}
 
+    def windows_after_end():
+        """Chunks written of windows that began after the churn ended."""
+        n = 0
+        for _, path in d.chunks(running=True).get("churn", []):
+            m = CHUNK_RE.match(os.path.basename(path))
+            n += m and calendar.timegm(time.strptime(m["ts"], "%Y%m%dT%H%M%SZ")) >= end
+        return n
+
     at_end = fds_on_kid_files()
     # The last churn window is written, then the next one, which nothing of
-    # the churn used: its objects' fds go then (the symbolizer keeps an
-    # object one window more).
-    deadline = time.time() + 3 * WINDOW + 2
-    left = at_end
-    while time.time() < deadline and any(left.values()):
-        time.sleep(0.2)
-        left = fds_on_kid_files()
+    # the churn used: its objects' fds go then. Waited for as chunks, not as
+    # time: a slow machine writes them later.
+    t.require(fxtest.wait_for(lambda: windows_after_end() >= 2, 6 * WINDOW, 0.2),
+              f"no two windows after the churn were written in {6 * WINDOW} s")
+    fxtest.wait_for(lambda: not any(fds_on_kid_files().values()), WINDOW, 0.2)
+    left = fds_on_kid_files()
     gone_after = time.time() - end
     mem.stop()
     rc = d.stop()
@@ -103,51 +129,59 @@ def run(t, cg):
     lst = d.chunks().get("churn", [])
     seqs = [s for s, _ in lst]
     t.check(seqs == list(range(len(seqs))), f"seq {seqs}: a window is missing")
-    t.check(len(lst) >= (end - start) / WINDOW + 1, f"{len(lst)} chunks for "
-            f"{end - start + WINDOW:.0f} s of 2 s windows")
+    t.check(len(lst) >= (end - runs[0][0]) / WINDOW + 1, f"{len(lst)} chunks for "
+            f"{end - runs[0][0] + WINDOW:.0f} s of 2 s windows")
     prev = None
-    windows = []
+    work = total = 0
     for seq, path in lst:
         prof = t.load(path)
         fx = check_chunk(t, prof, "churn", seq, path)
         if prev is not None:
             t.check(abs(prev - fx["windowStart"]) <= EPS_MS, f"seq {seq}: not contiguous")
         prev = fx["windowEnd"]
-        windows.append((fx["windowStart"] / 1000, fx["windowEnd"] / 1000))
-        if fx["windowStart"] / 1000 >= start and fx["windowEnd"] / 1000 <= end:
-            kid = prof.threads_named("fx-churn-kid")
-            burn = prof.weight(kid, prof.has_func("churn_burn"))
-            plug = prof.weight(kid, prof.has_func("plug_hot"))
-            t.note(f"seq {seq}: {len(kid)} fx-churn-kid threads, {burn} samples in churn_burn, "
-                   f"{plug} in plug_hot, of {prof.weight(kid)}")
-            t.check(len(kid) >= 10, f"seq {seq}: {len(kid)} fx-churn-kid threads")
-            t.check(burn > 0 and plug > 0, f"seq {seq}: churn_burn {burn}, plug_hot {plug}")
-            t.check(prof.weight(kid) > 0 and (burn + plug) / prof.weight(kid) > 0.5,
-                    f"seq {seq}: {burn + plug} of {prof.weight(kid)} kid samples in "
-                    "churn_burn or plug_hot")
-            unnamed = {n for th in kid for st, _ in prof.samples(th)
-                       for n in prof.stack_names(st) if OURS.search(n)}
-            t.check(not unnamed, f"seq {seq}: frames of fx-churn or libfxplug.so without a "
-                    f"name: {sorted(unnamed)[:5]}")
+        a, b = fx["windowStart"] / 1000, fx["windowEnd"] / 1000
+        if not any(a >= r[0] and b <= r[1] for r in runs):
+            continue
+        kid = prof.threads_named("fx-churn-kid")
+        burn = prof.weight(kid, prof.has_func("churn_burn"))
+        plug = prof.weight(kid, prof.has_func("plug_hot"))
+        work += burn + plug
+        total += prof.weight(kid)
+        t.note(f"seq {seq}: {len(kid)} fx-churn-kid threads, {burn} samples in churn_burn, "
+               f"{plug} in plug_hot, of {prof.weight(kid)}")
+        t.check(len(kid) >= 10, f"seq {seq}: {len(kid)} fx-churn-kid threads")
+        t.check(burn > 0 and plug > 0, f"seq {seq}: churn_burn {burn}, plug_hot {plug}")
+        unnamed = {n for th in kid for st, _ in prof.samples(th)
+                   for n in prof.stack_names(st) if OURS.search(n)}
+        t.check(not unnamed, f"seq {seq}: frames of fx-churn or libfxplug.so without a "
+                f"name: {sorted(unnamed)[:5]}")
+
+    want = 100.0 * sum(0.002 * r[2] for r in runs) / max(sum(r[3] for r in runs), 1e-9)
+    got = 100.0 * work / total if total else 0.0
+    tol = fxtest.share_tol(want, total, 8)
+    t.note(f"whole churn windows: {work} of {total} kid samples ({got:.1f}%) in churn_burn "
+           f"or plug_hot; fx-churn's own count says {want:.1f}% (tolerance {tol:.1f})")
+    t.check(total > 0 and fxtest.near(got, want, tol),
+            f"{got:.1f}% of the kids' samples in churn_burn or plug_hot, but the kids spent "
+            f"{want:.1f}% of their CPU time there (tolerance {tol:.1f} points, {total} samples)")
 
     series = mem.series
     t.note("agent RSS KiB / fds every 0.2 s: " +
            " ".join(f"{r}/{n}" for _, r, n in series))
     t.require(series, "no RSS samples of the agent")
-    # Warm: from the second churn window on.
-    warm_from = start + WINDOW * 1.5
-    warm = [(r, n) for ts, r, n in series if warm_from <= ts <= end]
-    t.require(len(warm) > 10, f"{len(warm)} RSS samples during the churn")
-    r0 = warm[0][0]
-    rmax = max(r for r, _ in warm)
-    t.note(f"RSS during the churn: from {r0} KiB, at most {rmax} KiB; fds "
-           f"{min(n for _, n in warm)}..{max(n for _, n in warm)}")
+    peaks = []
+    for start_, end_, _, _ in runs:
+        during = [r for ts, r, _ in series if start_ <= ts <= end_]
+        t.require(len(during) > 10, f"{len(during)} RSS samples during a churn")
+        peaks.append(max(during))
+    t.note(f"RSS peak: {peaks[0]} KiB in the first churn, {peaks[1]} KiB in the second")
     if os.environ.get("FX_SANITIZED"):
         t.note("RSS not checked: ASan's quarantine holds freed memory (LeakSanitizer "
                "checks for leaks instead)")
     else:
-        t.check(rmax - r0 < 8192 and rmax < r0 * 1.25,
-                f"the agent's RSS grew from {r0} to {rmax} KiB during the churn")
+        t.check(peaks[1] - peaks[0] < 6144 and peaks[1] < peaks[0] * 1.15,
+                f"the agent's RSS peaked at {peaks[1]} KiB in the second churn, "
+                f"{peaks[0]} KiB in the first: the state of dead processes stays")
     t.note(f"agent fds on fx-churn's files: {at_end} as the churn ended, {left} "
            f"{gone_after:.1f} s later")
     t.check(not any(left.values()), f"fds left open on the dead processes' files "
