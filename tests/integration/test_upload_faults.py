@@ -69,7 +69,8 @@ class LogPoller(threading.Thread):
 
 
 def body(t):
-    with fault_server.Spawned(["--max-seconds", "170"]) as srv:
+    # The server ends itself before ctest's timeout (180 s, scaled).
+    with fault_server.Spawned(["--max-seconds", str(int(fxtest.scaled(170)))]) as srv:
         poll = LogPoller(srv)
         try:
             run(t, srv, poll)
@@ -137,18 +138,21 @@ def run(t, srv, poll):
     prefix = "/400/r400/"
     d = Daemon(t, "r400", config(srv.url(prefix + URL_TAIL), spool, 1))
     d.wait_started()
-    time.sleep(3.2)
+    # Three windows written, however long a slow machine takes for them.
+    fxtest.wait_for(lambda: len(wrote(d.text())) >= 3, 6, 0.1)
     rc = d.stop()
     t.check(rc == 0, f"400: fxagent exited {rc} after SIGINT")
-    time.sleep(0.3)
-    got = poll.under(prefix)
     written = wrote(d.text())
+    # The server has logged every request the agent made before it exited.
+    fxtest.wait_for(lambda: len(poll.under(prefix)) >= len(written), 2, 0.1)
+    got = poll.under(prefix)
     ids = [e["headers"].get("x-fxagent-chunk-id") for _, e in got]
     rejected = sorted(os.listdir(os.path.join(spool, "rejected")))
     rej_ids = [SPOOL_RE.match(n)["id"] for n in rejected if SPOOL_RE.match(n)]
     t.note(f"400: {len(written)} chunks written, {len(got)} requests, {len(rejected)} in "
            "rejected/")
-    t.check(len(written) >= 3, f"400: only {len(written)} chunks in 3 s of 1 s windows")
+    t.check(len(written) >= 3, f"400: only {len(written)} chunks in "
+            f"{fxtest.scaled(6):.0f} s of 1 s windows")
     t.check(sorted(ids) == sorted(written), f"400: requests per chunk {sorted(ids)}, want "
             f"each of {sorted(written)} once")
     t.check(sorted(rej_ids) == sorted(written), f"400: rejected/ holds {rejected}, want every "
@@ -218,10 +222,13 @@ def run(t, srv, poll):
     d = Daemon(t, "limit", config(f"http://127.0.0.1:{free_port()}/ok/" + URL_TAIL, spool, 1,
                                   extra="  max_bytes: 1MiB\nsampling:\n  frequency: 10000\n"))
     d.wait_started()
-    deadline = time.monotonic() + 25
-    while time.monotonic() < deadline and not re.search(r"[1-9]\d* dropped", d.text()):
-        time.sleep(0.2)
-    time.sleep(1.5)  # a chunk more after the first drop
+    # Until the first drop; a sanitizer build writes smaller chunks (it loses
+    # more of the 10000 Hz samples), so it takes longer to fill 1 MiB.
+    t.require(fxtest.wait_for(lambda: re.search(r"[1-9]\d* dropped", d.text()), 25, 0.2),
+              f"limit: no chunk dropped in {fxtest.scaled(25):.0f} s: {d.text()[-1500:]}")
+    # A chunk more after the first drop.
+    n = len(wrote(d.text()))
+    fxtest.wait_for(lambda: len(wrote(d.text())) > n, 3, 0.1)
     rc = d.stop()
     watch.stop()
     threads.kill()
