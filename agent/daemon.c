@@ -437,6 +437,17 @@ static void before_sample(void *ctx, uint64_t time_ns)
 		rotate(d, d->win_end);
 }
 
+/* Waits up to @timeout_ms for records and hands what the rings hold to the
+ * recorder. Returns >= 0, or -errno (logged). */
+static int read_rings(struct daemon *d, int timeout_ms)
+{
+	int ret = fx_sampler_poll(d->sampler, timeout_ms, fx_recorder_handle, &d->rec);
+
+	if (ret < 0)
+		fx_log(FX_LOG_ERR, "reading perf rings failed: %s", strerror(-ret));
+	return ret;
+}
+
 /* ---- publisher thread ---- */
 
 static void chunk_path(const struct batch *b, const struct job *j, char *out, size_t len)
@@ -1126,6 +1137,15 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 			*ctl->reload = 0;
 			reload(d);
 		}
+		/* The clock passed the window's end: what the rings hold from
+		 * before it goes in first (before_sample() rotates at the first
+		 * later sample). A reader that fell behind, on a loaded host,
+		 * would otherwise put a window's samples in the next one. */
+		if (now >= d->win_end) {
+			ret = read_rings(d, 0);
+			if (ret < 0)
+				goto out;
+		}
 		if (d->pending && now >= d->win_end) {
 			ret = apply_pending(d);
 			if (ret < 0)
@@ -1139,15 +1159,9 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 			last_check = now;
 		}
 		left = (int64_t)(d->win_end - fx_now_ns(CLOCK_MONOTONIC)) / 1000000;
-		ret = fx_sampler_poll(d->sampler,
-				      left < 0	   ? 0
-				      : left < 200 ? (int)left + 1
-						   : 200,
-				      fx_recorder_handle, &d->rec);
-		if (ret < 0) {
-			fx_log(FX_LOG_ERR, "reading perf rings failed: %s", strerror(-ret));
+		ret = read_rings(d, left < 0 ? 0 : left < 200 ? (int)left + 1 : 200);
+		if (ret < 0)
 			goto out;
-		}
 	}
 	fx_service_notify("STOPPING=1\nSTATUS=writing the last window");
 	said_stopping = true;
