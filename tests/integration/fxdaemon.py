@@ -245,4 +245,10 @@ def check_chunk(t, prof, target, seq, path):
     n = prof.weight(prof.threads)
     t.check(n == fx["samples"], f"{name}: {n} samples in the threads, meta.fxagent.samples "
             f"{fx['samples']}")
+    # No window holds more samples than its CPUs could take in its span (a
+    # tenth more for timer slack): more means samples
+    # of another window were put in this one, as a reader that fell behind did.
+    most = span / meta["interval"] * os.cpu_count() * 1.1 + 4
+    t.check(n <= most, f"{name}: {n} samples in a {span / 1000:.1f} s window, more than "
+            f"{most:.0f} ({os.cpu_count()} CPUs at {1000 / meta['interval']:.0f} Hz)")
     return fx
