@@ -462,6 +462,22 @@ def open_files(pid):
     return held
 
 
+def mapped_files():
+    """The files some live process maps, " (deleted)" cut off: what an agent
+    that keeps an fd per binary in use may hold at this moment."""
+    out = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    path = line.split(maxsplit=5)[5:]
+                    if path and path[0].startswith("/"):
+                        out.add(path[0].rstrip("\n").removesuffix(" (deleted)"))
+        except OSError:
+            pass  # gone meanwhile, or a kernel thread
+    return out
+
+
 def cpu_seconds(pid):
     """User + system CPU time of a process so far, from /proc/PID/stat."""
     with open(f"/proc/{pid}/stat") as f:
