@@ -127,14 +127,18 @@ def body(t):
         t.check(rel, "no RELOADING=1 after SIGHUP")
         rdy = lis.wait_for(t_bad, lambda m: m.startswith("READY=1"), 5)
         t.check(rdy and rel and rdy[0] >= rel[0], "no READY=1 after RELOADING=1 (broken config)")
-        time.sleep(2.2)
+
+        def after_bad():
+            return [s for s, p in d.chunks(running=True).get("hot", [])
+                    if fxtest.Profile(p).data["meta"]["fxagent"]["windowStart"] > bad_wall_ms]
+
+        # A whole 1 s window after it, written: however long that takes.
+        t.check(fxtest.wait_for(after_bad, 2.2, 0.1),
+                "no chunk of target hot started after the broken reload")
         t.check(d.p.poll() is None, f"fxagent exited {d.p.returncode} after a reload with a "
                 f"broken config")
         t.check(f"{cfg}:3:3: window.bogus: unknown key" in d.text(),
                 f"the log does not name {cfg}:3:3 and window.bogus: {d.text()[-1500:]}")
-        after_bad = [s for s, p in d.chunks(running=True).get("hot", [])
-                     if fxtest.Profile(p).data["meta"]["fxagent"]["windowStart"] > bad_wall_ms]
-        t.check(after_bad, "no chunk of target hot started after the broken reload")
 
         # A good one: another target, 2 s windows, from the next window on.
         with open(cfg, "w") as f:
@@ -144,7 +148,9 @@ def body(t):
         rel = lis.wait_for(t_good, lambda m: "RELOADING=1" in m, 5)
         rdy = lis.wait_for(t_good, lambda m: m.startswith("READY=1"), 5)
         t.check(rel and rdy and rdy[0] >= rel[0], "no RELOADING=1 then READY=1 after SIGHUP")
-        time.sleep(5.5)
+        # Two chunks of hot2 (2 s windows) written, and a little more.
+        fxtest.wait_for(lambda: len(d.chunks(running=True).get("hot2", [])) >= 2, 5.5, 0.1)
+        time.sleep(0.5)
         t_stop = time.monotonic()
         rc = d.stop(signal.SIGTERM)
         stopping = lis.wait_for(t_stop, lambda m: "STOPPING=1" in m, 5)
@@ -207,7 +213,8 @@ def body(t):
             t.check(hot > 0.5 * fx["samples"], f"{name}: {hot} of {fx['samples']} samples in "
                     "hot_caller")
     hot2 = chunks["hot2"]
-    t.check(len(hot2) >= 2, f"{len(hot2)} chunks of hot2 in 5.5 s of 2 s windows")
+    t.check(len(hot2) >= 2, f"{len(hot2)} chunks of hot2 in {fxtest.scaled(5.5):.1f} s of 2 s "
+            "windows")
 
     m = read_metrics(metrics)
     t.note(f"metrics: { {k: v for k, v in m.items() if k.endswith('_total')} }")
