@@ -225,16 +225,22 @@ static void test_mmap_splits_and_fork_exec(void **state)
 	fx_objects_free(objs);
 }
 
+/* libfxfix.so mapped by @pid at 0x7f1000000000. */
+static struct fx_mapping_info fixture_lib(uint32_t pid)
+{
+	return (struct fx_mapping_info){ .pid = pid,
+					 .start = 0x7f1000000000,
+					 .end = 0x7f1000010000,
+					 .path = FX_FIXTURE_DIR "/libfxfix.so" };
+}
+
 /* An object's fd stays open while a live process maps it or a window not yet
  * written used it; after that it is closed, and a new mapping opens it again. */
 static void test_unused_objects_close_and_reopen(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
 	struct fx_procs *p = fx_procs_new(objs, root);
-	struct fx_mapping_info lib = { .pid = 300,
-				       .start = 0x7f1000000000,
-				       .end = 0x7f1000010000,
-				       .path = FX_FIXTURE_DIR "/libfxfix.so" };
+	struct fx_mapping_info lib = fixture_lib(300);
 	struct fx_objects_stats st0, st;
 	char copy[600];
 	uint32_t self_id, lib_id, obj;
@@ -355,10 +361,7 @@ static void test_lost_exit_reaped(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
 	struct fx_procs *p = fx_procs_new(objs, root);
-	struct fx_mapping_info lib = { .pid = 300,
-				       .start = 0x7f1000000000,
-				       .end = 0x7f1000010000,
-				       .path = FX_FIXTURE_DIR "/libfxfix.so" };
+	struct fx_mapping_info lib = fixture_lib(300);
 	struct fx_procs_stats st;
 	uint32_t lib_id;
 	uint64_t off;
