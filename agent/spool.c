@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/chunk.h"
 #include "fxagent/log.h"
+#include "fxagent/trust.h"
 #include "fxagent/util.h"
 
 #define SUFFIX	     ".json.gz"
@@ -392,7 +395,6 @@ static void trim_rejected(struct fx_spool *sp)
 	free(list);
 }
 
-/* mkdir -p @path, 0755. Returns 0 or -errno. */
 /* Whether @name is "<chunk name>.tmp<anything>", a write that was cut short. */
 static bool is_temp_name(const char *name)
 {
@@ -418,7 +420,7 @@ static bool is_temp_name(const char *name)
  * (logged). */
 static int open_subdir(struct fx_spool *sp, const char *name, int *fd)
 {
-	if (mkdirat(sp->dirfd, name, 0755) < 0 && errno != EEXIST)
+	if (mkdirat(sp->dirfd, name, 0700) < 0 && errno != EEXIST)
 		return fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/%s': %s", sp->dir,
 				    name, strerror(errno));
 	*fd = openat(sp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -522,6 +524,7 @@ static int scan(struct fx_spool *sp)
 int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 {
 	struct drops aged = { 0 }, big = { 0 }, full = { 0 };
+	char why[PATH_MAX + 256];
 	struct fx_spool *sp;
 	size_t len;
 	int rc;
@@ -544,16 +547,12 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 	while (len > 1 && sp->dir[len - 1] == '/')
 		sp->dir[--len] = '\0';
 
-	rc = fx_mkdir_parents(sp->dir);
-	if (rc < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, -rc, "Failed to create the spool directory '%s': %s",
-				  sp->dir, strerror(-rc));
-		goto fail;
-	}
-	sp->dirfd = open(sp->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* Others who could write here could swap a chunk for what they want
+	 * sent with the agent's credentials: refused, with the fix. */
+	sp->dirfd = fx_trust_dir(sp->dir, "spool.directory", true, why, sizeof(why));
 	if (sp->dirfd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to open the spool directory '%s': %s",
-				  sp->dir, strerror(errno));
+		rc = fx_log_errno(FX_LOG_ERR, -sp->dirfd, "%s", why);
+		sp->dirfd = -1;
 		goto fail;
 	}
 	rc = open_subdir(sp, REJECTED_DIR, &sp->rejfd);
@@ -769,7 +768,12 @@ int fx_spool_done(struct fx_spool *sp, const struct fx_chunk_info *info)
 	return rc;
 }
 
-int fx_spool_reject(struct fx_spool *sp, const struct fx_chunk_info *info)
+/* Moves the pending chunk @info to rejected/. When it cannot be moved, a
+ * chunk the collector refused is deleted (it must not be sent again); a file
+ * that failed our own checks is left alone (it may not be ours to delete).
+ * Either way it is no longer pending. */
+static int move_to_rejected(struct fx_spool *sp, const struct fx_chunk_info *info,
+			    bool delete_on_fail)
 {
 	char name[NAME_LEN_MAX + 1];
 	size_t i;
@@ -783,13 +787,15 @@ int fx_spool_reject(struct fx_spool *sp, const struct fx_chunk_info *info)
 		pthread_mutex_unlock(&sp->lock);
 		return -ENOENT;
 	}
+	/* renameat moves a symlink itself, never what it points to. */
 	if (renameat(sp->dirfd, name, sp->rejfd, name) < 0) {
-		/* Refused chunks must not be sent again: delete it instead. */
 		rc = fx_log_errno(FX_LOG_ERR, errno,
 				  "Failed to move the rejected chunk '%s/%s' to " REJECTED_DIR
-				  "/: %s; deleting it",
-				  sp->dir, name, strerror(errno));
-		unlinkat(sp->dirfd, name, 0);
+				  "/: %s; %s",
+				  sp->dir, name, strerror(errno),
+				  delete_on_fail ? "deleting it" : "leaving it alone");
+		if (delete_on_fail)
+			unlinkat(sp->dirfd, name, 0);
 	}
 	remove_at(sp, i);
 	sp->st.rejected++;
@@ -798,6 +804,48 @@ int fx_spool_reject(struct fx_spool *sp, const struct fx_chunk_info *info)
 	fsync(sp->rejfd);
 	fsync(sp->dirfd);
 	return rc;
+}
+
+int fx_spool_reject(struct fx_spool *sp, const struct fx_chunk_info *info)
+{
+	return move_to_rejected(sp, info, true);
+}
+
+int fx_spool_open_chunk(struct fx_spool *sp, const struct fx_chunk_info *info, uint64_t *size,
+			char *why, size_t whylen)
+{
+	const struct fx_trust_rules rules = { .nofollow = true,
+					      .own = true,
+					      .max_size = FX_CHUNK_MAX_BYTES };
+	char name[NAME_LEN_MAX + 1];
+	struct stat st;
+	int fd, rc;
+
+	if (!sp || !info || format_name(info, name) < 0) {
+		snprintf(why, whylen, "invalid chunk name fields");
+		return -EINVAL;
+	}
+	fd = fx_trust_open(sp->dirfd, name, "spool file", &rules, &st, why, whylen);
+	if (fd < 0)
+		return fd == -ENOENT ? -ENOENT : -EBADMSG;
+	rc = fx_chunk_check_fd(fd, (uint64_t)st.st_size, why, whylen);
+	if (rc < 0) {
+		char what[256];
+
+		snprintf(what, sizeof(what), "%s", why);
+		snprintf(why, whylen, "spool file '%s' is not a chunk: %s", name, what);
+		close(fd);
+		return rc == -ENOMEM ? rc : -EBADMSG;
+	}
+	*size = (uint64_t)st.st_size;
+	return fd;
+}
+
+int fx_spool_quarantine(struct fx_spool *sp, const struct fx_chunk_info *info, const char *why)
+{
+	fx_log_fields(FX_LOG_ERR, info->target, info->id,
+		      "%s; not sent, moved to the spool's " REJECTED_DIR "/", why);
+	return move_to_rejected(sp, info, false);
 }
 
 void fx_spool_get_stats(struct fx_spool *sp, struct fx_spool_stats *out)

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,8 +30,9 @@
 #include <curl/curl.h>
 
 #include "fxagent/log.h"
+#include "fxagent/trust.h"
+#include "fxagent/util.h"
 
-#define MAX_CHUNK_BYTES	  (256ULL << 20)
 #define MAX_TOKEN_BYTES	  8192
 #define MAX_RETRY_AFTER_S 3600 /* a collector asking for more gets this */
 #define BODY_LEN	  (sizeof(((struct fx_upload_result *)0)->body) - 1)
@@ -46,7 +48,7 @@ struct fx_uploader {
 	char *auth;	  /* "Authorization: Bearer <token>", or NULL */
 	size_t token_off; /* where the token starts in auth */
 	bool put;
-	unsigned timeout_ms;
+	unsigned timeout_ms, connect_timeout_ms;
 	char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -57,6 +59,7 @@ struct xfer {
 	int read_err;
 	char body[BODY_LEN + MAX_TOKEN_BYTES + 1]; /* see redact_into() */
 	size_t body_len, body_cap;
+	bool body_cut; /* the answer went on past body_cap: not read */
 	int64_t retry_after_ms;
 };
 
@@ -321,17 +324,17 @@ set_error(const struct fx_uploader *u, struct fx_upload_result *res, const char 
 static int read_token(const char *path, char **auth, size_t *token_off)
 {
 	static const char prefix[] = "Authorization: Bearer ";
-	char buf[MAX_TOKEN_BYTES + 1];
+	static const struct fx_trust_rules secret = { .secret = true };
+	char buf[MAX_TOKEN_BYTES + 1], why[PATH_MAX + 256];
 	size_t len = 0, start, end, i;
 	ssize_t n;
 	char *line;
 	int fd, ret = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	fd = fx_trust_open(AT_FDCWD, path, "upload.bearer_token_file", &secret, NULL, why,
+			   sizeof(why));
 	if (fd < 0)
-		return fx_log_errno(FX_LOG_ERR, errno,
-				    "upload: cannot open bearer token file %s: %s", path,
-				    strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, -fd, "%s", why);
 	while (len < sizeof(buf)) {
 		n = read(fd, buf + len, sizeof(buf) - len);
 		if (n < 0 && errno == EINTR)
@@ -593,6 +596,7 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "upload: out of memory");
 	u->put = opts->put;
 	u->timeout_ms = opts->timeout_ms;
+	u->connect_timeout_ms = opts->connect_timeout_ms;
 	ret = dup_str(opts->url, &u->url);
 	if (!ret)
 		ret = dup_str(host, &u->host);
@@ -712,6 +716,13 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *p)
 		n = x->body_cap - x->body_len;
 	memcpy(x->body + x->body_len, data, n);
 	x->body_len += n;
+	/* The status is known by now; the rest of a long answer (a collector
+	 * gone wrong could send gigabytes) is not read at all: a short count
+	 * ends the transfer (CURLE_WRITE_ERROR), and the connection with it. */
+	if (n < len) {
+		x->body_cut = true;
+		return n;
+	}
 	return len;
 }
 
@@ -940,14 +951,36 @@ static void classify_curl(struct fx_uploader *u, CURLcode rc, const char *what, 
 	}
 }
 
-int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, const char *path,
-		   struct fx_upload_result *res)
+/* The whole-request and connect timeouts of one request: the configured
+ * ones, cut to what is left before @deadline_ns (CLOCK_MONOTONIC; 0 = none).
+ * Returns false when nothing is left. */
+static bool set_timeouts(struct fx_uploader *u, uint64_t deadline_ns)
+{
+	uint64_t total = u->timeout_ms, conn = u->connect_timeout_ms;
+
+	if (deadline_ns) {
+		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
+		uint64_t left = now < deadline_ns ? (deadline_ns - now) / 1000000ull : 0;
+
+		if (left < 1)
+			return false;
+		if (!total || total > left)
+			total = left;
+		if (!conn || conn > left)
+			conn = left;
+	}
+	curl_easy_setopt(u->curl, CURLOPT_TIMEOUT_MS, (long)total);
+	curl_easy_setopt(u->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)conn);
+	return true;
+}
+
+int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, int fd, uint64_t size,
+		   uint64_t deadline_ns, struct fx_upload_result *res)
 {
 	struct curl_slist *hdrs = NULL;
 	struct xfer *x;
 	const char *what;
 	char shown[160];
-	struct stat st;
 	char *url = NULL;
 	bool file;
 	CURLcode rc;
@@ -956,6 +989,10 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, cons
 	memset(res, 0, sizeof(*res));
 	res->outcome = FX_UPLOAD_RETRY;
 	res->retry_after_ms = -1;
+	if (!set_timeouts(u, deadline_ns)) {
+		set_error(u, res, "not sent: the agent is stopping");
+		return 0;
+	}
 	/* Out of memory is a reason to try again, not to give the chunk up. */
 	x = calloc(1, sizeof(*x));
 	if (!x) {
@@ -963,19 +1000,8 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, cons
 		return 0;
 	}
 	x->retry_after_ms = -1;
-	x->fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (x->fd < 0 || fstat(x->fd, &st)) {
-		ret = -errno;
-		set_error(u, res, "cannot read chunk %s: %s", path, strerror(errno));
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_CHUNK_BYTES) {
-		ret = S_ISREG(st.st_mode) ? -EFBIG : -EINVAL;
-		set_error(u, res, "cannot send chunk %s: %s", path,
-			  ret == -EFBIG ? "larger than 256 MiB" : "not a regular file");
-		goto out;
-	}
-	x->size = (uint64_t)st.st_size;
+	x->fd = fd;
+	x->size = size;
 	/* Enough body that a token starting in the kept part is whole. */
 	x->body_cap = BODY_LEN + (u->auth ? strlen(u->auth) - u->token_off : 0);
 
@@ -984,7 +1010,7 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, cons
 	url = fx_upload_expand_url(u->url, info, u->host);
 	hdrs = url ? build_headers(u, info) : NULL;
 	if (!hdrs) {
-		set_error(u, res, "out of memory making the request for chunk %s", path);
+		set_error(u, res, "out of memory making the request for chunk %s", info->id);
 		goto out;
 	}
 	file = is_file_url(url);
@@ -1004,8 +1030,8 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, cons
 	if (x->read_err) {
 		ret = -x->read_err;
 		res->outcome = FX_UPLOAD_RETRY;
-		set_error(u, res, "cannot read chunk %s: %s", path, strerror(x->read_err));
-	} else if (rc) {
+		set_error(u, res, "cannot read chunk %s: %s", info->id, strerror(x->read_err));
+	} else if (rc && !(rc == CURLE_WRITE_ERROR && x->body_cut && res->status)) {
 		classify_curl(u, rc, what, shown, res);
 	} else if (file) {
 		res->outcome = FX_UPLOAD_OK;
@@ -1015,8 +1041,6 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, cons
 out:
 	curl_slist_free_all(hdrs);
 	free(url);
-	if (x->fd >= 0)
-		close(x->fd);
 	free(x);
 	return ret;
 }

@@ -11,6 +11,10 @@
  * fx_spool_add once the oldest chunks made room for it, so the spool never
  * holds more than max_bytes (the dropped chunks are counted and logged); it
  * is bounded by max_age too. Chunks the collector refused go to rejected/.
+ * The directory is the agent's alone (fx_trust_dir: made 0700, refused if
+ * others can write it), and a chunk is opened for sending only through
+ * fx_spool_open_chunk, which checks the file on its fd first: a file that is
+ * not a chunk of ours goes to rejected/ unsent.
  * Thread-safe: the publisher adds while the uploader takes.
  */
 #ifndef FXAGENT_SPOOL_H
@@ -77,6 +81,21 @@ int fx_spool_done(struct fx_spool *sp, const struct fx_chunk_info *info);
 /* The collector refused it: move it to rejected/ (kept for a person to look at;
  * rejected/ is bounded by max_bytes too). */
 int fx_spool_reject(struct fx_spool *sp, const struct fx_chunk_info *info);
+
+/* Opens the pending chunk @info for sending, relative to the spool's
+ * directory fd and without following a symlink, and checks it on the fd: a
+ * regular file owned by the agent's user with one link, at most
+ * FX_CHUNK_MAX_BYTES, and a whole chunk of ours (fx_chunk_check_fd). Returns
+ * the fd (the caller closes it) and its @size; -ENOENT when it is gone;
+ * -EBADMSG when it must not be sent (@why says why: give it to
+ * fx_spool_quarantine); -ENOMEM. */
+int fx_spool_open_chunk(struct fx_spool *sp, const struct fx_chunk_info *info, uint64_t *size,
+			char *why, size_t whylen);
+
+/* A pending file that failed fx_spool_open_chunk: logs @why once and moves
+ * it to rejected/ (or leaves it alone where it cannot be moved); it is no
+ * longer pending. */
+int fx_spool_quarantine(struct fx_spool *sp, const struct fx_chunk_info *info, const char *why);
 
 void fx_spool_get_stats(struct fx_spool *sp, struct fx_spool_stats *out);
 

@@ -49,11 +49,17 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 void fx_upload_free(struct fx_uploader *u);
 int fx_upload_reload(struct fx_uploader *u);
 
-/* Sends the chunk file @path. Fills @res; returns 0 when it could try (out
- * of memory included: a RETRY), -errno only when the chunk cannot be read,
- * so the caller may drop it. Thread-safe only per uploader. */
-int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, const char *path,
-		   struct fx_upload_result *res);
+/* Sends the @size bytes of the chunk open at @fd (checked by
+ * fx_spool_open_chunk; read with pread, the caller closes it). With
+ * @deadline_ns (CLOCK_MONOTONIC; 0 = none) the request's timeouts are cut to
+ * what is left before it, and nothing is sent when nothing is left (a
+ * RETRY): a stopping agent keeps its bound. At most the first bytes of the
+ * answer are read (res->body); a longer answer is cut off, not read. Fills
+ * @res; returns 0 when it could try (out of memory included: a RETRY),
+ * -errno only when the chunk cannot be read, so the caller may drop it.
+ * Thread-safe only per uploader. */
+int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, int fd, uint64_t size,
+		   uint64_t deadline_ns, struct fx_upload_result *res);
 
 /* Expands a URL template; placeholder values are URL-escaped; "{{" is a
  * literal "{". {start} and {end} are UTC ISO 8601 basic (20261121T031000Z).

@@ -91,7 +91,7 @@ def pending(spool):
 
 
 class SpoolWatch(threading.Thread):
-    """Hard-links every chunk file renamed into the spool into `keep` at once
+    """Copies every chunk file renamed into the spool into `keep` at once
     (inotify), so its bytes outlive the upload; also tracks the largest the
     spool's pending bytes and file count ever were."""
 
@@ -111,11 +111,19 @@ class SpoolWatch(threading.Thread):
         self.start()
 
     def grab(self, name):
-        if SPOOL_RE.match(name) and not os.path.exists(os.path.join(self.keep, name)):
+        # Opened, not hard-linked: the agent refuses to send a chunk with a
+        # second link. The open file outlives the agent's delete.
+        dst = os.path.join(self.keep, name)
+        if SPOOL_RE.match(name) and not os.path.exists(dst):
             try:
-                os.link(os.path.join(self.spool, name), os.path.join(self.keep, name))
-            except (FileNotFoundError, FileExistsError):
-                pass
+                fd = os.open(os.path.join(self.spool, name), os.O_RDONLY | os.O_NOFOLLOW)
+            except FileNotFoundError:
+                return
+            with os.fdopen(fd, "rb") as f:
+                data = f.read()
+            with open(dst + ".part", "wb") as f:
+                f.write(data)
+            os.rename(dst + ".part", dst)
 
     def measure(self):
         total = files = 0

@@ -23,6 +23,8 @@ How a request is answered: the first path segment names a mode, "MODE" or
   close            reads the request, closes the connection without answer
   echo:CODE        CODE, the body is the request's header block (a collector
                    that leaks what it got)
+  big:BYTES        200 with a body of BYTES bytes, written until the client
+                   stops reading; the log entry's "sent" says how many went
 
 A path whose first segment is no mode takes the next step of --script (a comma
 list of modes, "500,500,429:2,ok"), and the --default mode (ok) once the
@@ -56,7 +58,7 @@ import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-MODES_WITH_ARG = {"status", "fail-then-ok", "429-date", "slow", "echo"}
+MODES_WITH_ARG = {"status", "fail-then-ok", "429-date", "slow", "echo", "big"}
 MODES_OPTIONAL_ARG = {"429", "503"}
 MODES_NO_ARG = {"ok", "500", "400", "redirect", "hang", "close"}
 MAX_LOG_ENTRIES = 10000
@@ -220,6 +222,23 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if mode == "close":
+            self.close_connection = True
+            return
+        if mode == "big":
+            entry["status"] = 200
+            entry["sent"] = 0
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(arg))
+            self.end_headers()
+            block = b"x" * 65536
+            try:
+                while entry["sent"] < arg:
+                    n = min(len(block), arg - entry["sent"])
+                    self.wfile.write(block[:n])
+                    entry["sent"] += n
+            except OSError:
+                pass  # the client stopped reading
             self.close_connection = True
             return
 
