@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/daemon.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <malloc.h>
@@ -28,6 +31,7 @@
 #include "fxagent/shipper.h"
 #include "fxagent/spool.h"
 #include "fxagent/symbolize.h"
+#include "fxagent/trust.h"
 #include "fxagent/unwind.h"
 #include "fxagent/util.h"
 #include "fxagent/window.h"
@@ -120,7 +124,9 @@ struct daemon {
 	pthread_cond_t cv;
 	struct batch *head, *tail;
 	bool quit;
-	struct fx_shipper *shipper;	     /* NULL without upload.url; the publisher's */
+	uint64_t stop_at;		     /* CLOCK_MONOTONIC; set once a stop began */
+	struct fx_shipper *shipper;	     /* NULL without upload.url; the publisher's,
+						set under mu */
 	struct gen *ship_gen;		     /* the config the shipper was started with */
 	struct gen *sym_gen;		     /* the publisher's first config */
 	struct fx_shipper_stats up_base;     /* counts of the shippers replaced */
@@ -576,10 +582,17 @@ static struct fx_symbolizer *symbolizer_for(const struct fx_config *cfg)
  * spool; the new one picks it up when the spool is the same. */
 static void switch_shipper(struct daemon *d, struct gen *g)
 {
+	struct fx_shipper *old, *s = NULL;
+	uint64_t stop_at;
 	int ret;
 
-	fx_shipper_stop(d->shipper, 0);
+	/* The main thread reads d->shipper under the lock to begin a stop. */
+	pthread_mutex_lock(&d->mu);
+	old = d->shipper;
 	d->shipper = NULL;
+	stop_at = d->stop_at;
+	pthread_mutex_unlock(&d->mu);
+	fx_shipper_stop(old, stop_at);
 	gen_put(d, d->ship_gen);
 	pthread_mutex_lock(&d->mu);
 	gen_get_locked(g);
@@ -587,10 +600,34 @@ static void switch_shipper(struct daemon *d, struct gen *g)
 	d->ship_gen = g;
 	if (!g->cfg->upload.url)
 		return;
-	ret = fx_shipper_start(g->cfg, g->host, &d->shipper);
-	if (ret < 0)
+	ret = fx_shipper_start(g->cfg, g->host, &s);
+	if (ret < 0) {
 		fx_log(FX_LOG_ERR, "uploads stop until the next reload; chunks go to %s meanwhile",
 		       g->cfg->output.directory);
+		return;
+	}
+	pthread_mutex_lock(&d->mu);
+	d->shipper = s;
+	if (d->stop_at)
+		fx_shipper_begin_stop(s, d->stop_at);
+	pthread_mutex_unlock(&d->mu);
+}
+
+/* SIGTERM: uploads end by upload.timeout + 1 s from now, whatever the
+ * collector does; the half second left is for the rest of the teardown. */
+static void begin_stop(struct daemon *d)
+{
+	/* d->g is the main thread's; ship_gen the publisher's. */
+	uint64_t timeout_ms = d->g ? d->g->cfg->upload.timeout_ms : 0;
+	uint64_t at = fx_now_ns(CLOCK_MONOTONIC) + (timeout_ms + 500) * 1000000ull;
+
+	pthread_mutex_lock(&d->mu);
+	if (!d->stop_at) {
+		d->stop_at = at;
+		if (d->shipper)
+			fx_shipper_begin_stop(d->shipper, at);
+	}
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* The agent's counters, for node_exporter's textfile collector. */
@@ -629,6 +666,9 @@ static void write_metrics(struct daemon *d, const struct batch *b, const struct 
 		{ "fxagent_chunks_rejected_total",
 		  "Chunks the collector refused (moved to rejected/).", false, NULL, NULL,
 		  (double)(d->up_base.rejected + st->rejected) },
+		{ "fxagent_spool_files_refused_total",
+		  "Spool files that failed the check before sending (moved to rejected/ unsent).",
+		  false, NULL, NULL, (double)(d->up_base.refused + st->refused) },
 		{ "fxagent_chunks_dropped_total", "Chunks dropped by the spool's bounds.", false,
 		  NULL, NULL, (double)(d->up_base.dropped + st->dropped) },
 		{ "fxagent_spool_chunks", "Chunks waiting in the spool.", true, NULL, NULL,
@@ -686,6 +726,7 @@ static void *publisher(void *arg)
 				d->up_base.uploaded += st.uploaded;
 				d->up_base.retried += st.retried;
 				d->up_base.rejected += st.rejected;
+				d->up_base.refused += st.refused;
 				d->up_base.dropped += st.dropped;
 			}
 			switch_shipper(d, b->g);
@@ -783,12 +824,66 @@ static void *publisher(void *arg)
 
 /* ---- set-up ---- */
 
-/* The output directory, made if missing and writable. */
-static int make_dirs(const char *path)
+/* "<chunk>.json.gz.tmpXXXXXX": a write of fx_profile_write_file that a kill
+ * cut short (mkostemp's six characters). */
+static bool is_output_temp(const char *name)
 {
-	int rc = fx_mkdir_parents(path);
+	const char *p = strstr(name, ".json.gz.tmp");
 
-	return rc < 0 ? rc : access(path, W_OK | X_OK) < 0 ? -errno : 0;
+	if (!p || p == name || strlen(p) != strlen(".json.gz.tmp") + 6)
+		return false;
+	for (p += strlen(".json.gz.tmp"); *p; p++)
+		if (!isalnum((unsigned char)*p))
+			return false;
+	return true;
+}
+
+/* Removes what interrupted writes left in the output directory @fd: only
+ * regular files of ours with a temporary's name, never what they link to. */
+static void remove_output_temps(int fd, const char *path)
+{
+	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = dfd >= 0 ? fdopendir(dfd) : NULL;
+	uint64_t removed = 0;
+	struct dirent *de;
+
+	if (!dir) {
+		if (dfd >= 0)
+			close(dfd);
+		fx_warn("cannot list output.directory '%s' for leftover temporaries: %s", path,
+			strerror(errno));
+		return;
+	}
+	while ((de = readdir(dir))) {
+		struct stat st;
+
+		if (!is_output_temp(de->d_name) ||
+		    fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+		    st.st_uid != geteuid())
+			continue;
+		if (unlinkat(fd, de->d_name, 0) == 0)
+			removed++;
+	}
+	closedir(dir);
+	if (removed) {
+		fsync(fd);
+		fx_info("removed %" PRIu64 " temporary files of interrupted writes in '%s'",
+			removed, path);
+	}
+}
+
+/* The output directory: made if missing (0700), refused if others could
+ * write in it, and cleared of an earlier run's cut-short writes. */
+static int open_output(const char *path)
+{
+	char why[PATH_MAX + 256];
+	int fd = fx_trust_dir(path, "output.directory", true, why, sizeof(why));
+
+	if (fd < 0)
+		return fx_log_errno(FX_LOG_ERR, -fd, "cannot write chunks: %s", why);
+	remove_output_temps(fd, path);
+	close(fd);
+	return 0;
 }
 
 /* The targets of @cfg, each with an open window. @owned (may be NULL) is
@@ -1036,9 +1131,10 @@ static void teardown(struct daemon *d)
 	} else {
 		gen_put(d, d->sym_gen);
 	}
-	/* One more upload round for what the last window left, bounded. */
-	if (d->shipper)
-		fx_shipper_stop(d->shipper, d->ship_gen->cfg->upload.timeout_ms + 1000);
+	/* What the last window left goes while the collector answers, by the
+	 * deadline begin_stop() set. */
+	begin_stop(d);
+	fx_shipper_stop(d->shipper, d->stop_at);
 	gen_put(d, d->ship_gen);
 	for (struct batch *b = d->head, *next; b; b = next) {
 		next = b->next;
@@ -1084,12 +1180,9 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 	/* The publisher's and the shipper's references to the first config. */
 	d->g->refs += 2;
 	d->sym_gen = d->ship_gen = d->g;
-	ret = make_dirs(cfg->output.directory);
-	if (ret < 0) {
-		fx_log(FX_LOG_ERR, "cannot write chunks to '%s' (output.directory): %s",
-		       cfg->output.directory, strerror(-ret));
+	ret = open_output(cfg->output.directory);
+	if (ret < 0)
 		goto out;
-	}
 	if (cfg->upload.url) {
 		ret = fx_shipper_start(cfg, d->g->host, &d->shipper);
 		if (ret < 0)
@@ -1163,6 +1256,7 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 		if (ret < 0)
 			goto out;
 	}
+	begin_stop(d);
 	fx_service_notify("STOPPING=1\nSTATUS=writing the last window");
 	said_stopping = true;
 	/* Stopped: the partial window is written too. */

@@ -619,6 +619,12 @@ static int record_once(const struct options *o)
 			goto out;
 		}
 		fx_shipper_get_stats(shipper, &st);
+		if (st.refused) {
+			ret = fx_log_errno(FX_LOG_ERR, EBADMSG,
+					   "the snapshot's spool file failed its check and was not "
+					   "sent; it was moved to the spool's rejected/");
+			goto out;
+		}
 		if (st.rejected) {
 			ret = fx_log_errno(
 				FX_LOG_ERR, EPROTO,
@@ -661,7 +667,7 @@ out:
 	if (progress && ret < 0)
 		fputc('\n', stderr);
 	free(names);
-	fx_shipper_stop(shipper, 1000);
+	fx_shipper_stop(shipper, fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull);
 	fx_kallsyms_free(ks);
 	fx_symbolizer_free(symbolizer);
 	fx_window_release(&window);

@@ -24,8 +24,8 @@ struct fx_shipper {
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* work arrived, stop asked, or the spool changed */
-	bool kicked, stopping, running;
-	uint64_t stop_at; /* CLOCK_MONOTONIC ns */
+	bool kicked, closing, running;
+	uint64_t stop_at; /* CLOCK_MONOTONIC ns when stopping began, else 0 */
 	uint64_t rng;
 	bool failing;
 	uint64_t last_fail_log;
@@ -41,11 +41,14 @@ static uint64_t next_random(struct fx_shipper *s)
 	return s->rng * 0x2545f4914f6cdd1dULL;
 }
 
-/* Waits on the condition until @deadline (CLOCK_MONOTONIC ns), a kick or a
- * stop. Called with the lock held. */
+/* Waits on the condition until @deadline (CLOCK_MONOTONIC ns), the close,
+ * the start of a stop, or (with @wake_on_kick) a kick. Called with the lock
+ * held. */
 static void wait_until(struct fx_shipper *s, uint64_t deadline, bool wake_on_kick)
 {
-	while (!s->stopping && (!wake_on_kick || !s->kicked)) {
+	uint64_t stop_at = s->stop_at;
+
+	while (!s->closing && s->stop_at == stop_at && (!wake_on_kick || !s->kicked)) {
 		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
 		struct timespec ts;
 
@@ -84,67 +87,103 @@ static void on_failure(struct fx_shipper *s, const struct fx_chunk_info *info,
 	s->last_fail_log = now;
 }
 
+/* Sends the oldest pending chunk. Returns false when the collector gave no
+ * answer (a RETRY), and sets *@delay_ms to the backoff before the next try. */
+static bool ship_one(struct fx_shipper *s, const struct fx_chunk_info *info, uint64_t stop_at,
+		     unsigned *attempt, uint64_t *delay_ms)
+{
+	struct fx_upload_result res;
+	char why[512];
+	uint64_t size;
+	int fd;
+
+	*delay_ms = 0;
+	fd = fx_spool_open_chunk(s->spool, info, &size, why, sizeof(why));
+	if (fd == -ENOENT) {
+		fx_spool_done(s->spool, info); /* gone: nothing to send */
+		return true;
+	}
+	if (fd == -EBADMSG) {
+		fx_spool_quarantine(s->spool, info, why);
+		s->st.refused++;
+		return true;
+	}
+	if (fd < 0) {
+		snprintf(res.error, sizeof(res.error), "%s", why);
+		res.retry_after_ms = -1;
+	} else {
+		int ret = fx_upload_send(s->up, info, fd, size, stop_at, &res);
+
+		close(fd);
+		if (ret < 0) {
+			/* It cannot be read now: nothing to retry. */
+			fx_spool_done(s->spool, info);
+			return true;
+		}
+	}
+	if (fd >= 0 && res.outcome == FX_UPLOAD_OK) {
+		fx_spool_done(s->spool, info);
+		s->st.uploaded++;
+		if (s->failing)
+			fx_log(FX_LOG_NOTICE, "upload: the collector answers again");
+		s->failing = false;
+		*attempt = 0;
+		return true;
+	}
+	if (fd >= 0 && res.outcome == FX_UPLOAD_REJECT) {
+		fx_log_fields(FX_LOG_ERR, info->target, info->id,
+			      "the collector refused chunk %s (target %s, window seq %" PRId64
+			      "): HTTP %ld: %s; it was moved to the spool's rejected/",
+			      info->id, info->target, info->seq, res.status,
+			      res.body[0] ? res.body : res.error);
+		fx_spool_reject(s->spool, info);
+		s->st.rejected++;
+		*attempt = 0;
+		return true;
+	}
+	*delay_ms = fx_upload_backoff_ms((*attempt)++, s->cfg->upload.initial_backoff_ms,
+					 s->cfg->upload.max_backoff_ms, res.retry_after_ms,
+					 next_random(s));
+	on_failure(s, info, &res);
+	return false;
+}
+
+/* Once a stop began (s->stop_at), a request starts only while the collector
+ * answers, each cut to end by stop_at: whatever the collector does, the
+ * thread is done by then. A collector that did not answer gets no more
+ * tries; what is left stays in the spool for the next start. */
 static void *run(void *arg)
 {
 	struct fx_shipper *s = arg;
 	unsigned attempt = 0;
+	bool answering = true;
 
 	for (;;) {
 		struct fx_chunk_info info;
-		struct fx_upload_result res;
-		char path[PATH_MAX];
-		bool stopping;
-		int have;
+		uint64_t stop_at, delay_ms;
+		bool closing;
 
 		pthread_mutex_lock(&s->mu);
-		stopping = s->stopping;
-		if (stopping && fx_now_ns(CLOCK_MONOTONIC) >= s->stop_at) {
-			pthread_mutex_unlock(&s->mu);
-			break;
-		}
+		stop_at = s->stop_at;
+		closing = s->closing;
 		pthread_mutex_unlock(&s->mu);
-		have = fx_spool_peek(s->spool, &info, path, sizeof(path));
-		if (have <= 0) {
-			if (stopping)
+		if (stop_at && (!answering || fx_now_ns(CLOCK_MONOTONIC) >= stop_at))
+			break;
+		if (fx_spool_peek(s->spool, &info, NULL, 0) <= 0) {
+			if (closing)
 				break;
 			pthread_mutex_lock(&s->mu);
 			pthread_cond_broadcast(&s->cv); /* for fx_shipper_wait_empty */
-			wait_until(s, fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull, true);
+			wait_until(s,
+				   stop_at ? stop_at : fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull,
+				   true);
 			pthread_mutex_unlock(&s->mu);
 			continue;
 		}
-		if (fx_upload_send(s->up, &info, path, &res) < 0) {
-			/* The file went away or cannot be read: nothing to retry. */
-			fx_spool_done(s->spool, &info);
-			continue;
-		}
-		if (res.outcome == FX_UPLOAD_OK) {
-			fx_spool_done(s->spool, &info);
-			s->st.uploaded++;
-			if (s->failing)
-				fx_log(FX_LOG_NOTICE, "upload: the collector answers again");
-			s->failing = false;
-			attempt = 0;
-		} else if (res.outcome == FX_UPLOAD_REJECT) {
-			fx_log_fields(
-				FX_LOG_ERR, info.target, info.id,
-				"the collector refused chunk %s (target %s, window seq %" PRId64
-				"): HTTP %ld: %s; it was moved to the spool's rejected/",
-				info.id, info.target, info.seq, res.status,
-				res.body[0] ? res.body : res.error);
-			fx_spool_reject(s->spool, &info);
-			s->st.rejected++;
-			attempt = 0;
-		} else {
-			uint64_t delay = fx_upload_backoff_ms(
-				attempt++, s->cfg->upload.initial_backoff_ms,
-				s->cfg->upload.max_backoff_ms, res.retry_after_ms, next_random(s));
-
-			on_failure(s, &info, &res);
-			if (stopping)
-				break; /* one round only: the rest waits for the next start */
+		answering = ship_one(s, &info, stop_at, &attempt, &delay_ms);
+		if (!answering && !stop_at) {
 			pthread_mutex_lock(&s->mu);
-			wait_until(s, fx_now_ns(CLOCK_MONOTONIC) + delay * 1000000ull, false);
+			wait_until(s, fx_now_ns(CLOCK_MONOTONIC) + delay_ms * 1000000ull, false);
 			pthread_mutex_unlock(&s->mu);
 		}
 		pthread_mutex_lock(&s->mu);
@@ -260,13 +299,24 @@ bool fx_shipper_wait_empty(struct fx_shipper *s, uint64_t timeout_ms)
 	}
 }
 
-void fx_shipper_stop(struct fx_shipper *s, uint64_t deadline_ms)
+void fx_shipper_begin_stop(struct fx_shipper *s, uint64_t deadline_ns)
 {
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->mu);
-	s->stopping = true;
-	s->stop_at = fx_now_ns(CLOCK_MONOTONIC) + deadline_ms * 1000000ull;
+	if (!s->stop_at || deadline_ns < s->stop_at)
+		s->stop_at = deadline_ns ? deadline_ns : 1;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+void fx_shipper_stop(struct fx_shipper *s, uint64_t deadline_ns)
+{
+	if (!s)
+		return;
+	fx_shipper_begin_stop(s, deadline_ns);
+	pthread_mutex_lock(&s->mu);
+	s->closing = true;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	pthread_join(s->thread, NULL);
