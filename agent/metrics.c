@@ -2,9 +2,12 @@
 #include "fxagent/metrics.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Label values escape \, " and newlines, as the text format says. */
@@ -26,11 +29,22 @@ int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n)
 	FILE *f;
 	int ret = 0;
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+	int fd;
+
+	/* A fresh name made with O_EXCL: node_exporter's directory is often
+	 * writable by others, who could put a symlink at a fixed name. */
+	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	f = fopen(tmp, "we");
-	if (!f)
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
 		return -errno;
+	/* node_exporter reads it as another user; counters are not secret. */
+	if (fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
+		ret = -errno;
+		close(fd);
+		unlink(tmp);
+		return ret;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || strcmp(m[i].name, m[i - 1].name)) {
 			fprintf(f, "# HELP %s %s\n", m[i].name, m[i].help);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,17 +78,30 @@ static void test_text_format(void **state)
 			    "fxagent_target_samples_total{target=\"a\\\"b\\\\c\\nd\"} 4\n");
 }
 
+/* Files in the test directory whose name says they are temporaries. */
+static int temporaries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += strstr(de->d_name, ".tmp") != NULL;
+	closedir(d);
+	return n;
+}
+
 /* A scrape never sees half a file: the new one replaces the old by rename,
  * and no temporary file is left behind. */
 static void test_replaced_atomically(void **state)
 {
 	struct fx_metric m = { "fxagent_windows_total", "Windows.", false, NULL, NULL, 1 };
-	char path[256], tmp[300];
+	char path[256];
 	struct stat before, after;
 
 	(void)state;
 	snprintf(path, sizeof(path), "%s/w.prom", dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	assert_int_equal(fx_metrics_write(path, &m, 1), 0);
 	assert_int_equal(stat(path, &before), 0);
 	m.value = 2;
@@ -95,7 +109,31 @@ static void test_replaced_atomically(void **state)
 	assert_int_equal(stat(path, &after), 0);
 	assert_int_not_equal(before.st_ino, after.st_ino);
 	assert_non_null(strstr(slurp(path), "fxagent_windows_total 2\n"));
-	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(temporaries(), 0);
+}
+
+/* Someone who can write in node_exporter's directory puts a symlink where a
+ * temporary file could be: the agent (root) must not write through it. */
+static void test_symlink_not_followed(void **state)
+{
+	struct fx_metric m = { "fxagent_windows_total", "Windows.", false, NULL, NULL, 1 };
+	char path[256], link[300], victim[256];
+	FILE *f;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/s.prom", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	f = fopen(victim, "w");
+	assert_non_null(f);
+	fputs("precious\n", f);
+	fclose(f);
+	snprintf(link, sizeof(link), "%s.tmp", path);
+	assert_int_equal(symlink(victim, link), 0);
+	assert_int_equal(fx_metrics_write(path, &m, 1), 0);
+	assert_string_equal(slurp(victim), "precious\n");
+	assert_non_null(strstr(slurp(path), "fxagent_windows_total 1\n"));
+	unlink(link);
+	unlink(victim);
 }
 
 /* A directory that is not there is the caller's error to report, and the
@@ -112,8 +150,7 @@ static void test_errors(void **state)
 	snprintf(path, sizeof(path), "%s/adir", dir);
 	assert_int_equal(mkdir(path, 0755), 0);
 	assert_true(fx_metrics_write(path, &m, 1) < 0);
-	strcat(path, ".tmp");
-	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(temporaries(), 0);
 }
 
 int main(void)
@@ -121,6 +158,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_format),
 		cmocka_unit_test(test_replaced_atomically),
+		cmocka_unit_test(test_symlink_not_followed),
 		cmocka_unit_test(test_errors),
 	};
 
