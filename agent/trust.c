@@ -32,24 +32,7 @@ static const char *kind_name(mode_t m)
 	return "of an unknown kind";
 }
 
-/* "root:adm" or "1000:1000" when the names are unknown. */
-static void owner_name(const struct stat *st, char *out, size_t len)
-{
-	char buf[1024], uname[64], gname[64];
-	struct passwd pw, *pwp = NULL;
-	struct group gr, *grp = NULL;
-
-	if (getpwuid_r(st->st_uid, &pw, buf, sizeof(buf), &pwp) == 0 && pwp)
-		snprintf(uname, sizeof(uname), "%s", pw.pw_name);
-	else
-		snprintf(uname, sizeof(uname), "%u", (unsigned)st->st_uid);
-	if (getgrgid_r(st->st_gid, &gr, buf, sizeof(buf), &grp) == 0 && grp)
-		snprintf(gname, sizeof(gname), "%s", gr.gr_name);
-	else
-		snprintf(gname, sizeof(gname), "%u", (unsigned)st->st_gid);
-	snprintf(out, len, "%s:%s", uname, gname);
-}
-
+/* A user's name, or its number when it has none. */
 static void user_name(uid_t uid, char *out, size_t len)
 {
 	char buf[1024];
@@ -59,6 +42,20 @@ static void user_name(uid_t uid, char *out, size_t len)
 		snprintf(out, len, "%s", pw.pw_name);
 	else
 		snprintf(out, len, "%u", (unsigned)uid);
+}
+
+/* "root:adm" or "1000:1000" when the names are unknown. */
+static void owner_name(const struct stat *st, char *out, size_t len)
+{
+	char buf[1024], uname[64], gname[64];
+	struct group gr, *grp = NULL;
+
+	user_name(st->st_uid, uname, sizeof(uname));
+	if (getgrgid_r(st->st_gid, &gr, buf, sizeof(buf), &grp) == 0 && grp)
+		snprintf(gname, sizeof(gname), "%s", gr.gr_name);
+	else
+		snprintf(gname, sizeof(gname), "%u", (unsigned)st->st_gid);
+	snprintf(out, len, "%s:%s", uname, gname);
 }
 
 /* Checks owner and mode of @st; @path names it in the message. Returns 0 or
