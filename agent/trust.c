@@ -283,14 +283,19 @@ int fx_trust_dir(const char *dir, const char *what, bool create, char *err, size
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		rc = -errno;
-		if (rc == -ENOENT && !create)
-			return check_creatable(path, what, err, errlen);
-		if (rc == -ENOTDIR && stat(path, &st) == 0)
+		if (rc == -ENOTDIR && stat(path, &st) == 0) {
 			snprintf(err, errlen, "%s '%s' is %s, not a directory", what, path,
 				 kind_name(st.st_mode));
-		else
-			snprintf(err, errlen, "%s '%s' cannot be opened: %s", what, path,
-				 strerror(-rc));
+			return rc;
+		}
+		/* Missing, or something above it is no directory: say what. */
+		if (rc == -ENOENT || rc == -ENOTDIR) {
+			int why = check_creatable(path, what, err, errlen);
+
+			if (why < 0 || !create)
+				return why;
+		}
+		snprintf(err, errlen, "%s '%s' cannot be opened: %s", what, path, strerror(-rc));
 		return rc;
 	}
 	if (fstat(fd, &st) < 0) {
