@@ -151,6 +151,25 @@ void fx_procs_free(struct fx_procs *p)
 	free(p);
 }
 
+/* The kernel writes a newline in a maps path as the four bytes \012 and
+ * escapes nothing else (a backslash stays as it is): turns each \012 back
+ * into a newline, in place. Returns the new length. */
+static size_t unescape_newlines(char *s)
+{
+	size_t r = 0, w = 0;
+
+	while (s[r]) {
+		if (s[r] == '\\' && strncmp(s + r + 1, "012", 3) == 0) {
+			s[w++] = '\n';
+			r += 4;
+		} else {
+			s[w++] = s[r++];
+		}
+	}
+	s[w] = '\0';
+	return w;
+}
+
 int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
 			     uint64_t *dev, uint64_t *ino, char **path)
 {
@@ -170,6 +189,7 @@ int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_
 	pth = line + pos;
 	len = strcspn(pth, "\n");
 	pth[len] = '\0';
+	len = unescape_newlines(pth);
 	if (len >= 10 && strcmp(pth + len - 10, " (deleted)") == 0)
 		pth[len - 10] = '\0';
 	if (!pth[0])
@@ -262,20 +282,57 @@ static uint32_t object_for(struct fx_procs *p, const struct fx_mapping_info *m)
 	return fx_objects_intern(p->objs, m);
 }
 
+/* The comm file is the name and one "\n". The name may hold any byte but
+ * NUL (PR_SET_NAME takes them all), newlines too: only that last "\n" goes.
+ * A kernel thread's name there may be longer than a comm (up to 64 bytes);
+ * it is cut to FX_COMM_LEN - 1 like any comm. */
 static void read_comm(const char *path, char comm[FX_COMM_LEN])
 {
+	char buf[64 + 1];
 	FILE *f = fopen(path, "re");
+	size_t n;
 
 	if (!f)
 		return;
-	if (fgets(comm, FX_COMM_LEN, f))
-		comm[strcspn(comm, "\n")] = '\0';
+	n = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
+	if (n == 0)
+		return;
+	if (buf[n - 1] == '\n')
+		n--;
+	if (n > FX_COMM_LEN - 1)
+		n = FX_COMM_LEN - 1;
+	memcpy(comm, buf, n);
+	comm[n] = '\0';
+}
+
+/* A maps path with a newline may have been a literal \012 in the name: the
+ * mapping's map_files link holds the exact bytes (readable by root). Keeps
+ * @path when the link cannot be read or names another file than the one
+ * the maps line named (the mapping changed meanwhile). */
+static const char *exact_path(const struct fx_procs *p, uint32_t pid, uint64_t start, uint64_t end,
+			      const char *path, char link[PATH_MAX])
+{
+	char mf[128], seen[PATH_MAX];
+	ssize_t n;
+
+	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, p->proc_root, pid,
+		 start, end);
+	n = readlink(mf, link, PATH_MAX - 1);
+	if (n <= 0)
+		return path;
+	link[n] = '\0';
+	if ((size_t)n >= 10 && strcmp(link + n - 10, " (deleted)") == 0)
+		link[n - 10] = '\0';
+	/* What the maps line would show for it, unescaped the same way. */
+	memcpy(seen, link, strlen(link) + 1);
+	unescape_newlines(seen);
+	return strcmp(seen, path) == 0 ? link : path;
 }
 
 static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 {
-	char path[128], *line = NULL;
+	char path[128], link[PATH_MAX], *line = NULL;
 	size_t cap = 0;
 	FILE *f;
 
@@ -294,7 +351,8 @@ static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 		if (fx_procs_parse_maps_line(line, &m.start, &m.end, &pgoff, &m.dev, &m.ino,
 					     &pth) <= 0)
 			continue;
-		m.path = pth;
+		m.path = strchr(pth, '\n') ? exact_path(p, proc->pid, m.start, m.end, pth, link)
+					   : pth;
 		add_map(p, proc, m.start, m.end, pgoff, object_for(p, &m));
 	}
 	free(line);

@@ -18,6 +18,7 @@
 #include "fxagent/objects.h"
 #include "fxagent/window.h"
 
+/* A comm: up to 15 bytes, any but NUL (newlines and control bytes too), and a NUL. */
 #define FX_COMM_LEN 16
 
 struct fx_map {
@@ -96,8 +97,10 @@ void fx_procs_mark_objects(const struct fx_procs *p);
 
 /* Parses one line of /proc/PID/maps. Returns 1 and fills the out values for
  * an executable mapping with a path, 0 for a line to ignore, -EINVAL for a
- * malformed line. @path points into @line (the " (deleted)" suffix is cut off,
- * @line is modified). */
+ * malformed line. @path points into @line (@line is modified: the kernel's
+ * escape of a newline, \012, is turned back into one and the " (deleted)"
+ * suffix is cut off). A name that held a literal \012 reads as a newline:
+ * the table reads the exact path from /proc/PID/map_files when it can. */
 int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_t *pgoff,
 			     uint64_t *dev, uint64_t *ino, char **path);
 

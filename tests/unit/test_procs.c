@@ -32,6 +32,14 @@ static void write_file(const char *rel, const char *text)
 	fclose(f);
 }
 
+static void make_dir(const char *rel)
+{
+	char path[512];
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	assert_true(mkdir(path, 0700) == 0 || errno == EEXIST);
+}
+
 static int setup(void **state)
 {
 	char maps[16384];
@@ -77,6 +85,8 @@ static void test_parse_maps_line(void **state)
 	char l2[] = "7f12a000-7f12b000 rw-p 00002000 08:01 42 /usr/lib/libz.so.1\n";
 	char l3[] = "nonsense";
 	char l4[] = "7f12a000-7f12b000 r-xp 00000000 08:01 42 /opt/my app/bin\n";
+	/* The kernel writes a newline in a path as \012, a backslash as itself. */
+	char l5[] = "7f12a000-7f12b000 r-xp 00000000 08:01 42 /opt/a\\012b\\c\\01 (deleted)\n";
 	uint64_t s, e, off, dev, ino;
 	char *path;
 
@@ -91,6 +101,58 @@ static void test_parse_maps_line(void **state)
 	assert_int_equal(fx_procs_parse_maps_line(l3, &s, &e, &off, &dev, &ino, &path), -EINVAL);
 	assert_int_equal(fx_procs_parse_maps_line(l4, &s, &e, &off, &dev, &ino, &path), 1);
 	assert_string_equal(path, "/opt/my app/bin");
+	assert_int_equal(fx_procs_parse_maps_line(l5, &s, &e, &off, &dev, &ino, &path), 1);
+	assert_string_equal(path, "/opt/a\nb\\c\\01");
+}
+
+/* Names keep every byte: a comm may hold newlines and control bytes (the comm
+ * file adds one "\n" of its own), a path newlines (maps escapes them). */
+static void test_names_keep_every_byte(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_thread_name *v = NULL;
+	struct fx_proc *proc;
+	struct fx_window w;
+	uint32_t obj;
+	uint64_t off;
+	size_t n = 0;
+
+	(void)state;
+	make_dir("110");
+	make_dir("110/task");
+	make_dir("110/task/111");
+	make_dir("120");
+	write_file("110/comm", "fx\nnl\x01\t\xc3\xa9\n");
+	write_file("110/task/111/comm", "io\n\n");
+	write_file("110/maps", "00400000-00401000 r-xp 00000000 fd:01 77 /no/such/a\\012b\\c\n");
+	/* A kernel thread's name in the comm file may be longer than a comm. */
+	write_file("120/comm", "kworker/u8:2-events_unbound\n");
+	write_file("120/maps", "");
+
+	proc = fx_procs_get(p, 110);
+	assert_non_null(proc);
+	assert_string_equal(proc->comm, "fx\nnl\x01\t\xc3\xa9");
+	assert_string_equal(fx_procs_thread(p, 110, 111)->comm, "io\n");
+	assert_true(fx_procs_resolve(proc, 0x400010, &obj, &off));
+	assert_string_equal(fx_objects_get(objs, obj)->path, "/no/such/a\nb\\c");
+	assert_string_equal(fx_objects_get(objs, obj)->name, "a\nb\\c");
+	assert_string_equal(fx_procs_get(p, 120)->comm, "kworker/u8:2-ev");
+	/* Side-band records carry the bytes as they are. */
+	fx_procs_on_comm(p, 110, 111, "io\r\nx", false);
+	assert_string_equal(fx_procs_find_thread(p, 111)->comm, "io\r\nx");
+
+	fx_window_init(&w, 1000);
+	assert_int_equal(fx_window_add_sample(&w, 1, 110, 111, FX_NONE), 0);
+	assert_int_equal(fx_procs_names(p, &w, &v, &n), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(v[0].process, "fx\nnl\x01\t\xc3\xa9");
+	assert_string_equal(v[0].thread, "fx\nnl\x01\t\xc3\xa9");
+	assert_string_equal(v[1].thread, "io\r\nx");
+	free(v);
+	fx_window_release(&w);
+	fx_procs_free(p);
+	fx_objects_free(objs);
 }
 
 static void test_lazy_load_and_resolve(void **state)
@@ -411,6 +473,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_parse_maps_line),
 		cmocka_unit_test(test_lazy_load_and_resolve),
+		cmocka_unit_test(test_names_keep_every_byte),
 		cmocka_unit_test(test_names_of_window),
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
 		cmocka_unit_test(test_unused_objects_close_and_reopen),
