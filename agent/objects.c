@@ -17,14 +17,19 @@
 #include "fxagent/util.h"
 #include "fxagent/window.h"
 
-/* An object and what only this module may touch: the fd changes (closed when
- * unused, opened again when mapped again), so others get copies of it. */
+/* An object (one file at one path) and what only this module may touch.
+ * The file's state is on the entry of the first path it was seen at (its
+ * "file" entry, file == ob.id); the entries of its other paths point there.
+ * The fd changes (closed when unused, opened again when mapped again), so
+ * others get copies of it. */
 struct entry {
 	struct fx_object ob; /* first: fx_objects_get() hands out &e->ob */
-	int fd;		     /* open, verified fd; -1 when none */
-	bool idle_closed;    /* fd closed by fx_objects_close_unused() */
-	uint64_t used;	     /* last epoch it was interned or marked */
-	uint64_t tried;	     /* last epoch it was tried to be opened again */
+	uint32_t file;	     /* id of the entry that holds the file's state */
+	/* Of a file entry only: */
+	int fd;		  /* open, verified fd; -1 when none */
+	bool idle_closed; /* fd closed by fx_objects_close_unused() */
+	uint64_t used;	  /* last epoch it was interned or marked */
+	uint64_t tried;	  /* last epoch it was tried to be opened again */
 };
 
 struct alias {
@@ -41,12 +46,13 @@ struct fx_objects {
 	struct entry **v;
 	size_t n, cap;
 	uint64_t epoch; /* the current one; starts at 1 */
-	/* A file (dev, ino, path) names one object; several files may name the
-	 * same build-id. */
+	/* A mapping's (dev, ino, path) names one object; several files may
+	 * name the same build-id. */
 	struct alias *aliases;
 	size_t naliases, aliases_cap;
-	/* Open addressing of (index + 1): objects by build-id, aliases by file. */
-	uint32_t *by_bid, *by_file;
+	/* Open addressing of (index + 1): file entries by build-id, aliases by
+	 * (dev, ino, path), objects by (file, path). */
+	uint32_t *by_bid, *by_file, *by_path;
 	size_t hcap;
 	struct fx_objects_stats stats;
 };
@@ -71,6 +77,11 @@ static uint64_t file_hash(uint64_t dev, uint64_t ino, const char *path)
 
 	h = hash_bytes(&ino, sizeof(ino), h);
 	return hash_bytes(path, strlen(path), h);
+}
+
+static uint64_t path_hash(uint32_t file, const char *path, size_t len)
+{
+	return hash_bytes(path, len, hash_bytes(&file, sizeof(file), 0xcbf29ce484222325ULL));
 }
 
 struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)
@@ -106,6 +117,7 @@ void fx_objects_free(struct fx_objects *o)
 	free(o->v);
 	free(o->by_bid);
 	free(o->by_file);
+	free(o->by_path);
 	free(o->proc_root);
 	pthread_mutex_destroy(&o->lock);
 	free(o);
@@ -148,6 +160,23 @@ static uint32_t find_file(const struct fx_objects *o, uint64_t dev, uint64_t ino
 	return FX_NONE;
 }
 
+/* The object of @file at @path (@len bytes, no NUL among them), or FX_NONE. */
+static uint32_t find_path(const struct fx_objects *o, uint32_t file, const char *path, size_t len)
+{
+	size_t pos;
+
+	if (!o->hcap)
+		return FX_NONE;
+	pos = path_hash(file, path, len) & (o->hcap - 1);
+	for (; o->by_path[pos]; pos = (pos + 1) & (o->hcap - 1)) {
+		const struct entry *e = o->v[o->by_path[pos] - 1];
+
+		if (e->file == file && strlen(e->ob.path) == len && !memcmp(e->ob.path, path, len))
+			return e->ob.id;
+	}
+	return FX_NONE;
+}
+
 static void insert(uint32_t *table, size_t cap, uint64_t h, uint32_t id)
 {
 	size_t pos = h & (cap - 1);
@@ -157,10 +186,14 @@ static void insert(uint32_t *table, size_t cap, uint64_t h, uint32_t id)
 	table[pos] = id + 1;
 }
 
-static void index_object(struct fx_objects *o, const struct fx_object *ob)
+static void index_object(struct fx_objects *o, const struct entry *e)
 {
-	if (ob->build_id_len)
+	const struct fx_object *ob = &e->ob;
+
+	/* Only a file entry answers for a build-id: the others share its file. */
+	if (ob->build_id_len && e->file == ob->id)
 		insert(o->by_bid, o->hcap, bid_hash(ob->build_id, ob->build_id_len), ob->id);
+	insert(o->by_path, o->hcap, path_hash(e->file, ob->path, strlen(ob->path)), ob->id);
 }
 
 static void index_alias(struct fx_objects *o, size_t i)
@@ -173,31 +206,91 @@ static void index_alias(struct fx_objects *o, size_t i)
 /* Makes room for one more object and one more alias. */
 static int reserve(struct fx_objects *o)
 {
+	size_t most = o->naliases > o->n ? o->naliases : o->n;
+
 	if (fx_grow(&o->aliases, &o->aliases_cap, o->naliases + 1, sizeof(*o->aliases)) < 0 ||
 	    /* o->v is an array of pointers.
 	     * NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0)
 		return -ENOMEM;
-	if ((o->naliases + 1) * 2 > o->hcap) {
+	if ((most + 1) * 2 > o->hcap) {
 		size_t ncap = o->hcap ? o->hcap * 2 : 256;
 		uint32_t *a = calloc(ncap, sizeof(*a)), *b = calloc(ncap, sizeof(*b));
+		uint32_t *c = calloc(ncap, sizeof(*c));
 
-		if (!a || !b) {
+		if (!a || !b || !c) {
 			free(a);
 			free(b);
+			free(c);
 			return -ENOMEM;
 		}
 		free(o->by_bid);
 		free(o->by_file);
+		free(o->by_path);
 		o->by_bid = a;
 		o->by_file = b;
+		o->by_path = c;
 		o->hcap = ncap;
 		for (size_t i = 0; i < o->n; i++)
-			index_object(o, &o->v[i]->ob);
+			index_object(o, o->v[i]);
 		for (size_t i = 0; i < o->naliases; i++)
 			index_alias(o, i);
 	}
 	return 0;
+}
+
+/* The length of @path without the " (deleted)" the kernel appends to the
+ * path of a file unlinked before the record was made: the binary is still
+ * PATH to the user. */
+static size_t shown_len(const char *path)
+{
+	size_t len = strlen(path);
+
+	return len > 10 && strcmp(path + len - 10, " (deleted)") == 0 ? len - 10 : len;
+}
+
+static struct entry *new_entry(const char *path)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	const char *slash;
+
+	if (!e)
+		return NULL;
+	e->ob.path = strndup(path, shown_len(path));
+	if (!e->ob.path) {
+		free(e);
+		return NULL;
+	}
+	slash = strrchr(e->ob.path, '/');
+	e->ob.name = slash ? slash + 1 : e->ob.path;
+	e->fd = -1;
+	return e;
+}
+
+/* The object of the known file @file at @path: each process's frames name
+ * the path it mapped the file at, while the fd (and the symbolizer's state,
+ * keyed by build-id) stay shared. FX_NONE on ENOMEM. */
+static uint32_t path_object(struct fx_objects *o, uint32_t file, const char *path)
+{
+	const struct fx_object *fob = &o->v[file]->ob;
+	struct entry *e;
+	uint32_t id = find_path(o, file, path, shown_len(path));
+
+	if (id != FX_NONE)
+		return id;
+	if (reserve(o) < 0 || !(e = new_entry(path)))
+		return FX_NONE;
+	e->file = file;
+	e->used = o->epoch;
+	e->ob.id = (uint32_t)o->n;
+	e->ob.dev = fob->dev;
+	e->ob.ino = fob->ino;
+	memcpy(e->ob.build_id, fob->build_id, fob->build_id_len);
+	e->ob.build_id_len = fob->build_id_len;
+	e->ob.special = fob->special;
+	o->v[o->n++] = e;
+	index_object(o, e);
+	return e->ob.id;
 }
 
 static int add_alias(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t id)
@@ -322,11 +415,11 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	o->stats.fds++;
 }
 
-/* A known object mapped again: it is in use, and if its fd was closed for
+/* A known file mapped again: it is in use, and if its fd was closed for
  * want of use, this mapping opens it again. */
-static uint32_t seen_again(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t id)
+static void seen_again(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t file)
 {
-	struct entry *e = o->v[id];
+	struct entry *e = o->v[file];
 
 	e->used = o->epoch;
 	/* One try an epoch: a mapping that cannot be opened (its process gone,
@@ -339,50 +432,38 @@ static uint32_t seen_again(struct fx_objects *o, const struct fx_mapping_info *m
 			o->stats.reopened++;
 		}
 	}
-	return id;
 }
 
 static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	struct entry *e;
 	struct fx_object *ob;
-	uint32_t id;
-	const char *slash;
-	size_t len;
+	uint32_t id, at;
 
 	if (!m->path || !m->path[0])
 		return FX_NONE;
 	if (m->build_id_len) {
 		id = find_bid(o, m->build_id, m->build_id_len);
-		if (id != FX_NONE)
-			return seen_again(o, m, id);
+		if (id != FX_NONE) {
+			seen_again(o, m, id);
+			at = path_object(o, id, m->path);
+			/* Out of memory: named by the file's first path. */
+			return at != FX_NONE ? at : id;
+		}
 	}
 	if (m->dev || m->ino || !m->build_id_len) {
 		id = find_file(o, m->dev, m->ino, m->path);
-		if (id != FX_NONE)
-			return seen_again(o, m, id);
+		if (id != FX_NONE) {
+			seen_again(o, m, o->v[id]->file);
+			return id;
+		}
 	}
-	if (reserve(o) < 0)
-		return FX_NONE;
-	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (reserve(o) < 0 || !(e = new_entry(m->path)))
 		return FX_NONE;
 	ob = &e->ob;
-	ob->path = strdup(m->path);
-	if (!ob->path) {
-		free(e);
-		return FX_NONE;
-	}
-	/* The kernel names a file unlinked before the record was made
-	 * "PATH (deleted)"; the binary is still PATH to the user. */
-	len = strlen(ob->path);
-	if (len > 10 && strcmp(ob->path + len - 10, " (deleted)") == 0)
-		ob->path[len - 10] = '\0';
-	slash = strrchr(ob->path, '/');
-	ob->name = slash ? slash + 1 : ob->path;
-	e->fd = -1;
 	e->used = o->epoch;
 	ob->id = (uint32_t)o->n;
+	e->file = ob->id;
 	ob->dev = m->dev;
 	ob->ino = m->ino;
 	if (m->build_id_len && m->build_id_len <= FX_BUILD_ID_MAX) {
@@ -398,13 +479,14 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 		else
 			o->stats.open_failed++;
 	}
-	/* A file first seen by dev/ino may turn out to be a known build-id. */
+	/* A file first seen by dev/ino may turn out to be a known build-id: it
+	 * is that file, at this path. */
 	if (ob->build_id_len && !m->build_id_len) {
 		id = find_bid(o, ob->build_id, ob->build_id_len);
 		if (id != FX_NONE) {
 			struct entry *known = o->v[id];
 
-			/* The fd just opened serves the known object if its own
+			/* The fd just opened serves the known file if its own
 			 * was closed as unused. */
 			if (e->fd >= 0 && known->idle_closed) {
 				known->fd = e->fd;
@@ -417,13 +499,16 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 			known->used = o->epoch;
 			free(ob->path);
 			free(e);
-			add_alias(o, m, id);
-			return id;
+			at = path_object(o, id, m->path);
+			if (at == FX_NONE)
+				return id; /* out of memory: named by the file's first path */
+			add_alias(o, m, at);
+			return at;
 		}
 	}
 	o->v[o->n++] = e;
 	o->stats.objects++;
-	index_object(o, ob);
+	index_object(o, e);
 	add_alias(o, m, ob->id);
 	return ob->id;
 }
@@ -453,8 +538,8 @@ int fx_objects_dup_fd(const struct fx_objects *o, uint32_t id)
 	int fd = -1;
 
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
-	if (id < o->n && o->v[id]->fd >= 0)
-		fd = fcntl(o->v[id]->fd, F_DUPFD_CLOEXEC, 3);
+	if (id < o->n && o->v[o->v[id]->file]->fd >= 0)
+		fd = fcntl(o->v[o->v[id]->file]->fd, F_DUPFD_CLOEXEC, 3);
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 	return fd;
 }
@@ -469,7 +554,7 @@ void fx_objects_mark(struct fx_objects *o, const uint32_t *ids, size_t n, size_t
 
 		memcpy(&id, p, sizeof(id));
 		if (id < o->n)
-			o->v[id]->used = o->epoch;
+			o->v[id]->used = o->v[o->v[id]->file]->used = o->epoch;
 	}
 	pthread_mutex_unlock(&o->lock);
 }

@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* objects: the mapped files (executables, libraries) seen in any process.
  *
- * An object is identified by its GNU build-id when it has one, else by
- * (device, inode, path). It is opened once, when first seen, through the
+ * An object is one file at one path: a file is identified by its GNU build-id
+ * when it has one, else by (device, inode, path), and a file mapped at
+ * several paths (byte-identical copies of a binary) is one object per path,
+ * so each process's frames name the path that process mapped. The objects of
+ * one file share its fd, and the symbolizer (keyed by build-id) shares its
+ * ELF and DWARF state. A file is opened once, when first seen, through the
  * process's own view (/proc/PID/map_files/START-END, then /proc/PID/root/PATH,
  * then PATH): so binaries of other mount namespaces (containers) and binaries
  * deleted after start stay readable for symbolization at the end of the window.
@@ -29,7 +33,7 @@
 
 struct fx_object {
 	uint32_t id;
-	char *path;	  /* path as the process saw it */
+	char *path;	  /* path as the process saw it, every byte (" (deleted)" cut) */
 	const char *name; /* base name of path */
 	uint8_t build_id[FX_BUILD_ID_MAX];
 	size_t build_id_len; /* 0 = none known */
@@ -48,7 +52,7 @@ struct fx_mapping_info {
 };
 
 struct fx_objects_stats {
-	uint64_t objects;
+	uint64_t objects;	/* files: the objects of other paths of a file are not counted */
 	uint64_t open_failed;	/* objects whose file could not be opened */
 	uint64_t fds;		/* fds held */
 	uint64_t closed_unused; /* fds closed by fx_objects_close_unused() */
@@ -68,15 +72,15 @@ uint32_t fx_objects_intern(struct fx_objects *objs, const struct fx_mapping_info
 
 /* NULL for an unknown id. Valid until fx_objects_free(). */
 const struct fx_object *fx_objects_get(const struct fx_objects *objs, uint32_t id);
-/* A new close-on-exec fd of the object's verified file, for the caller to
- * close; -1 when none is open (not openable, or closed as unused: the path is
- * all there is then). */
+/* A new close-on-exec fd of the object's verified file (the same file for
+ * every path it is at), for the caller to close; -1 when none is open (not
+ * openable, or closed as unused: the path is all there is then). */
 int fx_objects_dup_fd(const struct fx_objects *objs, uint32_t id);
 
-/* Marks @n ids as used in the current epoch. The ids are @stride bytes apart
- * (sizeof(uint32_t) for an array; sizeof(struct fx_window_frame) from
- * &frames[0].object); unknown ids (FX_OBJ_KERNEL, ...) are skipped. Interning
- * marks too. */
+/* Marks @n ids, and so their files, as used in the current epoch. The ids
+ * are @stride bytes apart (sizeof(uint32_t) for an array;
+ * sizeof(struct fx_window_frame) from &frames[0].object); unknown ids
+ * (FX_OBJ_KERNEL, ...) are skipped. Interning marks too. */
 void fx_objects_mark(struct fx_objects *objs, const uint32_t *ids, size_t n, size_t stride);
 /* Ends the current epoch and returns its number (the first is 1). */
 uint64_t fx_objects_end_epoch(struct fx_objects *objs);

@@ -362,7 +362,7 @@ static void test_unused_objects_close_and_reopen(void **state)
 
 	/* Closed again; then a copy at another path, read from /proc/PID/maps
 	 * (no build-id given), turns out to be the same build-id: its fd serves
-	 * the known object. */
+	 * the known file, and the copy is named by its own path. */
 	fx_procs_on_exit(p, 400, 400);
 	fx_procs_mark_objects(p);
 	fx_procs_sweep(p);
@@ -376,8 +376,17 @@ static void test_unused_objects_close_and_reopen(void **state)
 	lib.path = copy;
 	fx_procs_on_mmap(p, &lib, 0);
 	assert_true(fx_procs_resolve(fx_procs_find(p, 500), 0x7f1000000010, &obj, &off));
-	assert_int_equal(obj, lib_id);
+	assert_int_not_equal(obj, lib_id);
+	assert_string_equal(fx_objects_get(objs, obj)->path, copy);
+	assert_string_equal(fx_objects_get(objs, obj)->name, "libcopy.so");
+	assert_string_equal(fx_objects_get(objs, lib_id)->path, FX_FIXTURE_DIR "/libfxfix.so");
+	assert_memory_equal(fx_objects_get(objs, obj)->build_id,
+			    fx_objects_get(objs, lib_id)->build_id,
+			    fx_objects_get(objs, lib_id)->build_id_len);
 	fd = fx_objects_dup_fd(objs, lib_id);
+	assert_true(fd >= 0);
+	close(fd);
+	fd = fx_objects_dup_fd(objs, obj);
 	assert_true(fd >= 0);
 	close(fd);
 	fx_objects_get_stats(objs, &st);
@@ -385,6 +394,75 @@ static void test_unused_objects_close_and_reopen(void **state)
 	assert_int_equal(st.reopened, 2);
 	assert_int_equal(st.objects, st0.objects);
 	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
+/* One file (one build-id) at two paths, as perf MMAP2 records report it: an
+ * object per path, so each process's frames name its own path, and one fd
+ * for both, kept while either is in use. */
+static void test_one_file_two_paths(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_mapping_info a = fixture_lib(600), b;
+	struct fx_objects_stats st;
+	uint8_t bid[FX_BUILD_ID_MAX];
+	char copy[600], deleted[620];
+	uint32_t ida, idb;
+	int fd, len;
+
+	(void)state;
+	fd = fx_elf_open_regular(a.path);
+	assert_true(fd >= 0);
+	len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
+	close(fd);
+	assert_true(len > 0);
+	snprintf(copy, sizeof(copy), "cp %s %s/libtwo.so", a.path, root);
+	assert_int_equal(system(copy), 0);
+	snprintf(copy, sizeof(copy), "%s/libtwo.so", root);
+	a.build_id = bid;
+	a.build_id_len = (size_t)len;
+	b = a;
+	b.pid = 601;
+	b.path = copy;
+
+	ida = fx_objects_intern(objs, &a);
+	idb = fx_objects_intern(objs, &b);
+	assert_int_not_equal(ida, FX_NONE);
+	assert_int_not_equal(idb, FX_NONE);
+	assert_int_not_equal(ida, idb);
+	assert_string_equal(fx_objects_get(objs, ida)->path, a.path);
+	assert_string_equal(fx_objects_get(objs, idb)->path, copy);
+	assert_string_equal(fx_objects_get(objs, idb)->name, "libtwo.so");
+	assert_int_equal(fx_objects_get(objs, idb)->build_id_len, len);
+	/* Seen again, by any process, at either path: the same objects. */
+	a.pid = b.pid = 602;
+	assert_int_equal(fx_objects_intern(objs, &a), ida);
+	assert_int_equal(fx_objects_intern(objs, &b), idb);
+	snprintf(deleted, sizeof(deleted), "%s (deleted)", copy);
+	b.path = deleted;
+	assert_int_equal(fx_objects_intern(objs, &b), idb);
+	b.path = copy;
+	/* The file is opened once. */
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.objects, 1);
+	assert_int_equal(st.fds, 1);
+	assert_int_equal(fx_objects_count(objs), 2);
+	fd = fx_objects_dup_fd(objs, idb);
+	assert_true(fd >= 0);
+	close(fd);
+
+	/* Used at one path only: the file's fd stays. */
+	fx_objects_end_epoch(objs);
+	fx_objects_mark(objs, &idb, 1, sizeof(idb));
+	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 0);
+	/* Used at none: it goes, for both; mapped again at either, it is back. */
+	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	assert_int_equal(fx_objects_dup_fd(objs, ida), -1);
+	assert_int_equal(fx_objects_dup_fd(objs, idb), -1);
+	assert_int_equal(fx_objects_intern(objs, &b), idb);
+	fd = fx_objects_dup_fd(objs, ida);
+	assert_true(fd >= 0);
+	close(fd);
 	fx_objects_free(objs);
 }
 
@@ -477,6 +555,7 @@ int main(void)
 		cmocka_unit_test(test_names_of_window),
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
 		cmocka_unit_test(test_unused_objects_close_and_reopen),
+		cmocka_unit_test(test_one_file_two_paths),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 		cmocka_unit_test(test_lost_exit_reaped),
 	};
