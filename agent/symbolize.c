@@ -1329,19 +1329,30 @@ static const char *func_name(struct fx_symbolizer *s, struct object *o, struct f
 	return f->shown;
 }
 
-static int fallback(struct object *o, uint64_t offset, struct fx_sym_result *r)
+/* The name of an address with no symbol: "<base>+0x<file offset>". */
+static const struct fx_sym_frame *fallback_frame(struct object *o, const char *base,
+						 uint64_t offset)
 {
 	struct fx_sym_frame *fr = arena_alloc(&o->res_mem, sizeof(*fr));
 	char buf[300];
 
 	if (!fr)
-		return -ENOMEM;
-	snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, o->base_name, offset);
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base, offset);
 	fr->name = arena_strndup(&o->res_mem, buf, strlen(buf));
 	if (!fr->name)
-		return -ENOMEM;
+		return NULL;
 	fr->file = NULL;
 	fr->line = 0;
+	return fr;
+}
+
+static int fallback(struct object *o, uint64_t offset, struct fx_sym_result *r)
+{
+	const struct fx_sym_frame *fr = fallback_frame(o, o->base_name, offset);
+
+	if (!fr)
+		return -ENOMEM;
 	r->sym_name = NULL;
 	r->sym_addr = 0;
 	r->sym_size = 0;
@@ -1478,6 +1489,15 @@ static void drop_object(struct fx_symbolizer *s, size_t i)
 	s->objects[i] = s->objects[--s->n_objects];
 }
 
+/* The base name of @path, as fallback frames show it. */
+static const char *base_name_of(const char *path)
+{
+	const char *base = path ? strrchr(path, '/') : NULL;
+
+	base = base ? base + 1 : path;
+	return base && *base ? base : "unknown";
+}
+
 static char *make_key(const struct fx_elf_source *src, const struct stat *st)
 {
 	char buf[PATH_MAX + 128];
@@ -1502,7 +1522,6 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	struct object *o;
 	struct stat st;
 	bool have_st = false;
-	const char *base;
 	char *key;
 	size_t i, victim;
 
@@ -1544,9 +1563,7 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	o->dw_fd = -1;
 	o->from_fd = src->fd >= 0;
 	o->src_path = src->path ? strdup(src->path) : NULL;
-	base = src->path ? strrchr(src->path, '/') : NULL;
-	base = base ? base + 1 : src->path;
-	o->base_name = strdup(base && *base ? base : "unknown");
+	o->base_name = strdup(base_name_of(src->path));
 	if (!o->base_name) {
 		object_free(s, o);
 		return NULL;
@@ -1658,10 +1675,15 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	static const struct fx_sym_frame oom_frame = { .name = "[unknown]" };
 	struct object *o;
 	uint64_t heap0 = 0, counted0 = 0;
-	bool measuring = false;
+	bool measuring = false, other_path;
+	const char *base = base_name_of(src->path);
 	size_t i;
 
 	o = get_object(s, src);
+	/* One build-id may be mapped at several paths: the object and its
+	 * cached results are shared, but an address with no symbol is named
+	 * after the path it was asked for. */
+	other_path = o && strcmp(base, o->base_name) != 0;
 	for (i = 0; i < n; i++) {
 		struct cached *c = NULL;
 		bool found = false;
@@ -1688,8 +1710,15 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		} else {
 			out[i] = (struct fx_sym_result){ .n_frames = 1, .frames = &oom_frame };
 		}
-		if (!out[i].sym_name)
+		if (!out[i].sym_name) {
 			s->stats.unresolved++;
+			if (other_path && out[i].frames != &oom_frame) {
+				const struct fx_sym_frame *fr = fallback_frame(o, base, offsets[i]);
+
+				if (fr)
+					out[i].frames = fr;
+			}
+		}
 	}
 	if (measuring && o->dw) {
 		/* What the heap grew by beyond what the object counts already

@@ -32,7 +32,8 @@ struct fx_sym_result {
 	uint32_t n_frames;    /* >= 1 */
 	/* [0] is the real function, [1..] the functions inlined into it, the
 	 * innermost (where the address really is) last. With no symbol, one frame
-	 * named "<object base name>+0x<file offset>". */
+	 * named "<base name of the source's path>+0x<file offset>" (one build-id may
+	 * be asked for at several paths: each gets its own name). */
 	const struct fx_sym_frame *frames;
 };
 

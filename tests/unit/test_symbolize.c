@@ -466,6 +466,41 @@ static void test_no_symbol_fallback(void **state)
 	fx_symbolizer_free(s);
 }
 
+/* One build-id at two paths (a copy of a binary): one object, read once, and
+ * an address with no symbol named after the path it was asked for. */
+static void test_fallback_per_path(void **state)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
+	struct elf_sym a = fixture_sym(FIX("libfxfix.so"), "fx_fix_alpha");
+	uint64_t offs[] = { 0x10, a.offset };
+	struct fx_sym_result r1[2], r2[2];
+	struct fx_symbolizer_stats st;
+	uint8_t bid[FX_BUILD_ID_MAX];
+	int fd = open(FIX("libfxfix.so"), O_RDONLY | O_CLOEXEC), len;
+	struct fx_elf_source one = { .fd = fd, .path = "/a/libone.so", .build_id = bid };
+	struct fx_elf_source two = { .fd = fd, .path = "/b\n/lib\ntwo.so", .build_id = bid };
+
+	(void)state;
+	assert_true(fd >= 0);
+	len = fx_elf_build_id_fd(fd, bid, sizeof(bid));
+	assert_true(len > 0);
+	one.build_id_len = two.build_id_len = (size_t)len;
+	assert_int_equal(fx_symbolizer_resolve(s, &one, offs, 2, r1), 0);
+	assert_int_equal(fx_symbolizer_resolve(s, &two, offs, 2, r2), 0);
+	assert_string_equal(r1[0].frames[0].name, "libone.so+0x10");
+	assert_string_equal(r2[0].frames[0].name, "lib\ntwo.so+0x10");
+	assert_int_equal(r1[0].rel_addr, r2[0].rel_addr);
+	assert_string_equal(r2[1].sym_name, "fx_fix_alpha");
+	assert_ptr_equal(r1[1].frames, r2[1].frames);
+	/* Asked for again at the first path: its own name again. */
+	assert_int_equal(fx_symbolizer_resolve(s, &one, offs, 1, r1), 0);
+	assert_string_equal(r1[0].frames[0].name, "libone.so+0x10");
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.objects, 1);
+	close(fd);
+	fx_symbolizer_free(s);
+}
+
 static void test_fd_source_and_cache(void **state)
 {
 	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
@@ -815,6 +850,7 @@ int main(void)
 		cmocka_unit_test(test_lld_segments),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_no_symbol_fallback),
+		cmocka_unit_test(test_fallback_per_path),
 		cmocka_unit_test(test_fd_source_and_cache),
 		cmocka_unit_test(test_object_lru),
 		cmocka_unit_test(test_memory_counts_libdw),
