@@ -54,7 +54,7 @@ bool fx_log_to_journal(void)
 static int journal_send(enum fx_log_level level, const char *target, const char *chunk_id,
 			const char *msg)
 {
-	char prio[16], tgt[128], chunk[128], mbuf[1100];
+	char prio[16], tgt[128], chunk[128], mbuf[sizeof("MESSAGE=") + 4 * 1024];
 	struct iovec iov[5];
 	int n = 0;
 
@@ -74,15 +74,59 @@ static int journal_send(enum fx_log_level level, const char *target, const char 
 	return sd_journal_sendv(iov, n);
 }
 
+/* Messages hold names from outside (process names, paths of binaries,
+ * cgroups, config values) that may hold any byte: control bytes are written
+ * as \n, \t, \r or \xNN and a backslash as \\, so a message is one line
+ * and cannot pass for another. @out has room for 4 times @in. */
+static void escape_message(const char *in, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	for (; *in; in++) {
+		unsigned char c = (unsigned char)*in;
+		char letter = 0;
+
+		switch (c) {
+		case '\\':
+			letter = '\\';
+			break;
+		case '\n':
+			letter = 'n';
+			break;
+		case '\t':
+			letter = 't';
+			break;
+		case '\r':
+			letter = 'r';
+			break;
+		default:
+			break;
+		}
+		if (letter) {
+			*out++ = '\\';
+			*out++ = letter;
+		} else if (c < 0x20 || c == 0x7f) {
+			*out++ = '\\';
+			*out++ = 'x';
+			*out++ = hex[c >> 4];
+			*out++ = hex[c & 15];
+		} else {
+			*out++ = (char)c;
+		}
+	}
+	*out = '\0';
+}
+
 __attribute__((format(printf, 4, 0))) static void log_va(enum fx_log_level level,
 							 const char *target, const char *chunk_id,
 							 const char *fmt, va_list ap)
 {
-	char buf[1024];
+	char raw[1024], buf[4 * sizeof(raw)];
 
 	if (level > log_level)
 		return;
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	escape_message(raw, buf);
 	/* journald gone (stopping, or a test's fake environment): stderr. */
 	if (to_journal && journal_send(level, target, chunk_id, buf) == 0)
 		return;
