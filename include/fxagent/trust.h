@@ -41,13 +41,13 @@ struct fx_trust_rules {
 int fx_trust_open(int dirfd, const char *name, const char *what, const struct fx_trust_rules *rules,
 		  struct stat *st, char *err, size_t errlen);
 
-/* The agent's own directory @path (@what names it for messages): with
+/* The agent's own directory @dir (@what names it for messages): with
  * @create, made if missing (mode 0700, missing parents 0755) and opened;
  * without, only checked (a missing one is fine if what is above it is).
  * Refused: not a directory, owned by another user than the agent's or root,
  * writable by group or others, or below a directory others may rename it
  * in. Returns the directory's fd (O_RDONLY | O_DIRECTORY), 0 when !@create,
  * or -errno with one line in @err. */
-int fx_trust_dir(const char *path, const char *what, bool create, char *err, size_t errlen);
+int fx_trust_dir(const char *dir, const char *what, bool create, char *err, size_t errlen);
 
 #endif
