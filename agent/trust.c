@@ -13,7 +13,7 @@
 
 #include "fxagent/util.h"
 
-static const char *kind_name(mode_t m)
+const char *fx_trust_kind(mode_t m)
 {
 	if (S_ISREG(m))
 		return "a regular file";
@@ -70,10 +70,10 @@ static int check_owner_mode(const struct stat *st, const char *path, const char 
 	owner_name(st, owner, sizeof(owner));
 	if (st->st_uid != me && st->st_uid != 0) {
 		user_name(me, user, sizeof(user));
-		snprintf(err, errlen,
-			 "%s '%s' is owned by %s, not by the agent's user %s or root; run: "
-			 "chown %s '%s'",
-			 what, path, owner, user, user, path);
+		/* Running as root, only root will do: say it once. */
+		snprintf(err, errlen, "%s '%s' is owned by %s, not by %s%s%s; run: chown %s '%s'",
+			 what, path, owner, me ? "the agent's user " : "", user,
+			 me ? " or root" : "", user, path);
 		return -EPERM;
 	}
 	if (st->st_mode & S_IWOTH) {
@@ -123,7 +123,7 @@ int fx_trust_open(int dirfd, const char *name, const char *what, const struct fx
 	if (!S_ISREG(sb.st_mode)) {
 		rc = -EINVAL;
 		snprintf(err, errlen, "%s '%s' is %s, not a regular file", what, name,
-			 kind_name(sb.st_mode));
+			 fx_trust_kind(sb.st_mode));
 		goto fail;
 	}
 	if (rules->own && sb.st_uid != geteuid()) {
@@ -142,8 +142,8 @@ int fx_trust_open(int dirfd, const char *name, const char *what, const struct fx
 			 (uintmax_t)sb.st_nlink);
 		goto fail;
 	}
-	if (rules->secret) {
-		rc = check_owner_mode(&sb, name, what, true, err, errlen);
+	if (rules->secret || rules->trusted) {
+		rc = check_owner_mode(&sb, name, what, rules->secret, err, errlen);
 		if (rc < 0)
 			goto fail;
 	}
@@ -205,12 +205,14 @@ static int check_ancestors(const char *path, const char *what, char *err, size_t
 }
 
 /* The deepest existing directory above a missing @path must be a directory
- * the agent can create in. */
+ * the agent can create in. A file in the way is named (open(2) only says
+ * ENOTDIR). */
 static int check_creatable(const char *path, const char *what, char *err, size_t errlen)
 {
 	char buf[PATH_MAX];
 	size_t len = strlen(path);
 	struct stat st;
+	int e;
 
 	if (len >= sizeof(buf))
 		return -ENAMETOOLONG;
@@ -218,25 +220,31 @@ static int check_creatable(const char *path, const char *what, char *err, size_t
 	for (;;) {
 		char *slash = strrchr(buf, '/');
 
-		if (!slash || slash == buf)
+		if (!slash)
 			return 0;
-		*slash = '\0';
+		/* "/x": its parent is "/", which is checked like any other. */
+		if (slash == buf)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
 		if (stat(buf, &st) == 0)
 			break;
-		if (errno != ENOENT) {
+		e = errno;
+		if (e != ENOENT && e != ENOTDIR) {
 			snprintf(err, errlen, "%s '%s' cannot be created: '%s': %s", what, path,
-				 buf, strerror(errno));
-			return -errno;
+				 buf, strerror(e));
+			return -e;
 		}
+		if (slash == buf)
+			return 0;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "%s '%s' cannot be created: '%s' is %s, not a directory",
-			 what, path, buf, kind_name(st.st_mode));
+			 what, path, buf, fx_trust_kind(st.st_mode));
 		return -ENOTDIR;
 	}
 	if (access(buf, W_OK | X_OK) < 0) {
-		int e = errno;
-
+		e = errno;
 		snprintf(err, errlen, "%s '%s' cannot be created in '%s': %s", what, path, buf,
 			 strerror(e));
 		return -e;
@@ -285,7 +293,7 @@ int fx_trust_dir(const char *dir, const char *what, bool create, char *err, size
 		rc = -errno;
 		if (rc == -ENOTDIR && stat(path, &st) == 0) {
 			snprintf(err, errlen, "%s '%s' is %s, not a directory", what, path,
-				 kind_name(st.st_mode));
+				 fx_trust_kind(st.st_mode));
 			return rc;
 		}
 		/* Missing, or something above it is no directory: say what. */

@@ -30,8 +30,14 @@ struct fx_trust_rules {
 	bool own;	   /* owned by the agent's user (euid), one link */
 	bool secret;	   /* not readable or writable by others, nor group-writable;
 			      owned by root or the agent's user */
+	bool trusted;	   /* input that steers the agent (its config, CA file):
+			      owned by root or the agent's user, not writable by
+			      group or others; readable by all is fine */
 	uint64_t max_size; /* bytes; 0 = no limit */
 };
+
+/* "a regular file", "a FIFO", "a directory", ... for messages. */
+const char *fx_trust_kind(mode_t m);
 
 /* Opens @name (relative to @dirfd, or AT_FDCWD) read-only and checks it on
  * the fd against @rules. Returns the fd (O_CLOEXEC, blocking again) and fills
