@@ -102,10 +102,14 @@ struct fx_config {
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */
 int fx_config_defaults(struct fx_config *c);
 
-/* Loads @path over the defaults into @c (which need not be initialized). On
- * error returns -EINVAL, -EFBIG for a file over 1 MiB, or -errno when the file
- * cannot be read, and writes a one-line message naming file:line:column into
- * @err (@errlen bytes); @c is then released and zeroed. */
+/* Loads @path over the defaults into @c (which need not be initialized).
+ * The file must be a regular file (opened without blocking: a FIFO is
+ * refused, not waited on) that nobody but root or the agent's user can
+ * write. On error returns -EINVAL, -EFBIG for a file over 1 MiB, -EPERM for
+ * its owner or mode, or -errno when it cannot be opened or read, and writes
+ * a one-line message into @err (@errlen bytes): file:line:column for what
+ * is in it, the path, its kind or mode and the fix for the file itself; @c
+ * is then released and zeroed. */
 int fx_config_load(const char *path, struct fx_config *c, char *err, size_t errlen);
 
 /* The same for a YAML text in memory; @name stands for the file in messages. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fxagent/config.h"
@@ -1142,7 +1143,7 @@ static void test_load_missing_file(void **state)
 
 	(void)state;
 	assert_int_equal(fx_config_load(CFG_DATA "no-such.yaml", c, err, sizeof(err)), -ENOENT);
-	assert_string_equal(err, CFG_DATA "no-such.yaml: cannot read: No such file or directory");
+	assert_string_equal(err, "config file '" CFG_DATA "no-such.yaml' does not exist");
 	assert_null(c->output.directory);
 	free(c);
 }
@@ -1153,8 +1154,64 @@ static void test_load_directory(void **state)
 	char err[256];
 
 	(void)state;
-	assert_int_equal(fx_config_load(FX_TEST_DATA "/config", c, err, sizeof(err)), -EISDIR);
-	assert_string_equal(err, FX_TEST_DATA "/config: cannot read: Is a directory");
+	assert_int_equal(fx_config_load(FX_TEST_DATA "/config", c, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "config file '" FX_TEST_DATA
+				 "/config' is a directory, not a regular file");
+	free(c);
+}
+
+/* A FIFO would block a read until someone writes it: refused at once. */
+static void test_load_fifo(void **state)
+{
+	char dir[] = "/tmp/fxcfg-XXXXXX", path[64], err[256], want[256];
+	struct fx_config *c = new_config();
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/fifo.yaml", dir);
+	assert_int_equal(mkfifo(path, 0644), 0);
+	/* If it blocked, the test would hang: cmocka has no timeout, ctest does. */
+	alarm(10);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), -EINVAL);
+	alarm(0);
+	snprintf(want, sizeof(want), "config file '%s' is a FIFO, not a regular file", path);
+	assert_string_equal(err, want);
+	assert_null(c->output.directory);
+	unlink(path);
+	rmdir(dir);
+	free(c);
+}
+
+/* The config steers a root process: writable by others is refused, with the fix. */
+static void test_load_writable_by_others(void **state)
+{
+	char path[] = "/tmp/fxcfg-XXXXXX", err[256], want[256];
+	struct fx_config *c = new_config();
+	int fd;
+
+	(void)state;
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "window:\n  seconds: 5\n", 21), 21);
+	close(fd);
+	assert_int_equal(chmod(path, 0666), 0);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), -EPERM);
+	snprintf(want, sizeof(want), "config file '%s' is writable by others (mode 0666, owner ",
+		 path);
+	assert_memory_equal(err, want, strlen(want));
+	snprintf(want, sizeof(want), "); run: chmod go-w '%s'", path);
+	assert_string_equal(err + strlen(err) - strlen(want), want);
+
+	assert_int_equal(chmod(path, 0664), 0);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), -EPERM);
+	assert_non_null(strstr(err, "is writable by its group (mode 0664"));
+
+	/* Readable by all is the usual 0644, and fine. */
+	assert_int_equal(chmod(path, 0644), 0);
+	assert_int_equal(fx_config_load(path, c, err, sizeof(err)), 0);
+	assert_int_equal(c->window.seconds, 5);
+	fx_config_release(c);
+	unlink(path);
 	free(c);
 }
 
@@ -1208,23 +1265,25 @@ static void test_small_error_buffer(void **state)
 
 int main(void)
 {
-	enum { NCASES = sizeof(cases) / sizeof(cases[0]) };
-	struct CMUnitTest tests[NCASES + 8] = {
+	enum { NCASES = sizeof(cases) / sizeof(cases[0]), NFIXED = 10 };
+	struct CMUnitTest tests[NCASES + NFIXED] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_shipped_documents_every_key),
 		cmocka_unit_test(test_shipped_example_targets),
 		cmocka_unit_test(test_shipped_example_upload),
 		cmocka_unit_test(test_load_missing_file),
 		cmocka_unit_test(test_load_directory),
+		cmocka_unit_test(test_load_fifo),
+		cmocka_unit_test(test_load_writable_by_others),
 		cmocka_unit_test(test_too_large),
 		cmocka_unit_test(test_small_error_buffer),
 	};
 	size_t i;
 
 	for (i = 0; i < NCASES; i++) {
-		tests[8 + i].name = cases[i].name;
-		tests[8 + i].test_func = run_case;
-		tests[8 + i].initial_state = (void *)&cases[i];
+		tests[NFIXED + i].name = cases[i].name;
+		tests[NFIXED + i].test_func = run_case;
+		tests[NFIXED + i].initial_state = (void *)&cases[i];
 	}
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }
