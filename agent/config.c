@@ -125,9 +125,14 @@ static const char *show(const char *s, size_t len, bool quote, char *buf, size_t
 	for (i = 0; i < lim && o + 8 < size; i++) {
 		unsigned char ch = (unsigned char)s[i];
 
-		if (ch < 0x20 || ch == 0x7f)
+		if (ch < 0x20 || ch == 0x7f) {
 			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", ch);
-		else if (quote && (ch == '"' || ch == '\\'))
+		} else if (ch == 0xc2 && i + 1 < lim && (unsigned char)s[i + 1] >= 0x80 &&
+			   (unsigned char)s[i + 1] <= 0x9f) {
+			/* A C1 control (U+0080-U+009F): as harmful on a terminal. */
+			o += (size_t)snprintf(buf + o, size - o, "\\u%04x",
+					      (unsigned)(unsigned char)s[++i]);
+		} else if (quote && (ch == '"' || ch == '\\'))
 			o += (size_t)snprintf(buf + o, size - o, "\\%c", ch);
 		else
 			buf[o++] = (char)ch;
@@ -456,6 +461,42 @@ static bool parse_u64(const char *s, size_t len, uint64_t *out)
 	return true;
 }
 
+/* "010": YAML 1.1 readers take it for octal 8, we would read 10. Either
+ * way not everyone reads it alike, so it is refused. */
+static bool has_leading_zero(const struct node *n)
+{
+	return n->type == N_SCALAR && n->len >= 2 && n->str[0] == '0' && n->str[1] >= '0' &&
+	       n->str[1] <= '9';
+}
+
+/* The message for such a number: what was expected, and both readings
+ * ("write 10s or 8s"). */
+static int leading_zero(struct ctx *x, const struct node *n, const char *path, const char *what)
+{
+	char buf[SHOW_MAX * 4 + 16], dec[32] = "", oct[32] = "";
+	size_t d = 0, z = 0;
+	uint64_t o = 0;
+	bool octal = true;
+
+	while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9') {
+		octal = octal && n->str[d] <= '7' && o < (UINT64_MAX >> 3);
+		o = o * 8 + (uint64_t)(n->str[d] - '0');
+		d++;
+	}
+	while (z + 1 < d && n->str[z] == '0')
+		z++;
+	snprintf(dec, sizeof(dec), "%.*s%.*s", (int)(d - z < 20 ? d - z : 20), n->str + z,
+		 (int)(n->len - d < 8 ? n->len - d : 8), n->str + d);
+	if (octal)
+		snprintf(oct, sizeof(oct), " or %llu%.*s", (unsigned long long)o,
+			 (int)(n->len - d < 8 ? n->len - d : 8), n->str + d);
+	if (!strcmp(oct + (octal ? 4 : 0), dec))
+		oct[0] = '\0'; /* "05": the same either way */
+	return fail(x, n, path,
+		    "expected %s, got %s (a leading zero is octal in YAML 1.1; write %s%s)", what,
+		    describe(n, false, buf, sizeof(buf)), dec, oct);
+}
+
 /* A plain decimal integer from @min to @max and a multiple of @step. */
 static int get_uint(struct ctx *x, const struct node *n, const char *path, uint64_t min,
 		    uint64_t max, uint64_t step, uint64_t *out)
@@ -467,8 +508,8 @@ static int get_uint(struct ctx *x, const struct node *n, const char *path, uint6
 	r = check_node(x, n, path);
 	if (r)
 		return r;
-	if (n->type == N_SCALAR && n->plain && parse_u64(n->str, n->len, &v) && v >= min &&
-	    v <= max && v % step == 0) {
+	if (!has_leading_zero(n) && n->type == N_SCALAR && n->plain &&
+	    parse_u64(n->str, n->len, &v) && v >= min && v <= max && v % step == 0) {
 		*out = v;
 		return 0;
 	}
@@ -479,6 +520,8 @@ static int get_uint(struct ctx *x, const struct node *n, const char *path, uint6
 	else
 		snprintf(what, sizeof(what), "a whole number from %llu to %llu",
 			 (unsigned long long)min, (unsigned long long)max);
+	if (has_leading_zero(n))
+		return leading_zero(x, n, path, what);
 	return expected(x, n, path, what);
 }
 
@@ -502,6 +545,36 @@ static int get_bool(struct ctx *x, const struct node *n, const char *path, bool 
 	return expected(x, n, path, "true or false");
 }
 
+/* The length of the control character at @s (C0, DEL, or C1 as UTF-8),
+ * else 0. */
+static size_t control_len(const char *s, size_t len)
+{
+	unsigned char c = (unsigned char)s[0];
+
+	if (c < 0x20 || c == 0x7f)
+		return 1;
+	if (c == 0xc2 && len > 1 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f)
+		return 2;
+	return 0;
+}
+
+/* Says which control character (@off bytes into @n) and where: an escape
+ * in double quotes is not visible as such in the file's columns. */
+static void control_char(struct ctx *x, const struct node *n, const char *path, size_t off)
+{
+	char buf[SHOW_MAX * 4 + 16], ch[16];
+	const unsigned char *p = (const unsigned char *)n->str + off;
+
+	if (control_len(n->str + off, n->len - off) == 2)
+		snprintf(ch, sizeof(ch), "\\u%04x", (unsigned)p[1]);
+	else
+		snprintf(ch, sizeof(ch), "\\x%02x", p[0]);
+	fail_at(x, n->line, n->col, path,
+		"expected a string without control characters, got %s (the control character %s "
+		"at byte %zu)",
+		show(n->str, n->len, true, buf, sizeof(buf)), ch, off + 1);
+}
+
 /* Any non-null scalar without control characters, plain or quoted (a process
  * may well be called "1234"). The result points into the node. */
 static int get_text(struct ctx *x, const struct node *n, const char *path, const char *what,
@@ -515,13 +588,15 @@ static int get_text(struct ctx *x, const struct node *n, const char *path, const
 		return r;
 	if (n->type != N_SCALAR || is_null(n))
 		return expected(x, n, path, what);
-	if (memchr(n->str, '\0', n->len))
-		return fail(x, n, path, "expected %s, got a string containing a NUL character",
-			    what);
-	/* A newline kept by a block scalar ("|") is a mistake in every value here. */
-	for (i = 0; i < n->len; i++)
-		if ((unsigned char)n->str[i] < 0x20 || n->str[i] == 0x7f)
-			return expected_str(x, n, path, what);
+	/* A newline kept by a block scalar ("|"), a "\t" or "\x01" of a quoted
+	 * one: a mistake in every value here, and one that would go on into
+	 * logs, headers and chunks. */
+	for (i = 0; i < n->len; i++) {
+		if (control_len(n->str + i, n->len - i)) {
+			control_char(x, n, path, i);
+			return -EINVAL;
+		}
+	}
 	*s = n->str;
 	*len = n->len;
 	return 0;
@@ -842,7 +917,8 @@ static int get_duration(struct ctx *x, const struct node *n, const char *path, u
 	r = check_node(x, n, path);
 	if (r)
 		return r;
-	if (parse_with_unit(n, duration_units, NUNITS(duration_units), 1000, &v) && v >= min &&
+	if (!has_leading_zero(n) &&
+	    parse_with_unit(n, duration_units, NUNITS(duration_units), 1000, &v) && v >= min &&
 	    v <= max && v % step == 0) {
 		*out = v;
 		return 0;
@@ -851,6 +927,8 @@ static int get_duration(struct ctx *x, const struct node *n, const char *path, u
 		 "a duration from %s to %s%s (a whole number of seconds, or with ms, s, m, h or d)",
 		 min ? fmt_duration(min, lo, sizeof(lo)) : "0 (no limit)",
 		 fmt_duration(max, hi, sizeof(hi)), step == 1000 ? " in whole seconds" : "");
+	if (has_leading_zero(n))
+		return leading_zero(x, n, path, what);
 	return expected(x, n, path, what);
 }
 
@@ -865,7 +943,8 @@ static int get_size(struct ctx *x, const struct node *n, const char *path, uint6
 	r = check_node(x, n, path);
 	if (r)
 		return r;
-	if (parse_with_unit(n, size_units, NUNITS(size_units), 1, &v) && v >= min && v <= max) {
+	if (!has_leading_zero(n) && parse_with_unit(n, size_units, NUNITS(size_units), 1, &v) &&
+	    v >= min && v <= max) {
 		*out = v;
 		return 0;
 	}
@@ -873,6 +952,8 @@ static int get_size(struct ctx *x, const struct node *n, const char *path, uint6
 		 "a size from %s to %s (a whole number of bytes, or with KiB, MiB, GiB or TiB)",
 		 fmt_unit(min, size_units, NUNITS(size_units), lo, sizeof(lo)),
 		 fmt_unit(max, size_units, NUNITS(size_units), hi, sizeof(hi)));
+	if (has_leading_zero(n))
+		return leading_zero(x, n, path, what);
 	return expected(x, n, path, what);
 }
 
@@ -1493,6 +1574,19 @@ static int get_metrics(struct ctx *x, const struct node *n)
 	r = get_map(x, n, "metrics", "a mapping", keys, 1, v, k);
 	if (!r && v[0])
 		r = get_opt_path(x, v[0], "metrics.textfile", &x->c->metrics.textfile);
+	/* node_exporter's textfile collector reads *.prom and nothing else. */
+	if (!r && x->c->metrics.textfile) {
+		const char *t = x->c->metrics.textfile;
+		size_t len = strlen(t);
+
+		char buf[SHOW_MAX * 4 + 16];
+
+		if (len < 6 || strcmp(t + len - 5, ".prom") || t[len - 6] == '/')
+			r = fail(x, v[0], "metrics.textfile",
+				 "expected a file name ending in .prom (node_exporter's textfile "
+				 "collector reads only *.prom files), got %s",
+				 describe(v[0], true, buf, sizeof(buf)));
+	}
 	return r;
 }
 

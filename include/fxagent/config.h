@@ -116,6 +116,17 @@ int fx_config_load(const char *path, struct fx_config *c, char *err, size_t errl
 int fx_config_parse(const char *name, const char *text, size_t len, struct fx_config *c, char *err,
 		    size_t errlen);
 
+/* Checks the files and directories @c names against the disk, as the agent
+ * would use them, so that a config that passes starts: the bearer token file
+ * (a regular file, a secret: not readable by others, printable, not empty),
+ * the TLS files (regular; certificates and the key parse with OpenSSL; the
+ * key a secret), debug_dirs (directories where they exist), output.directory
+ * and, with upload.url, spool.directory (fx_trust_dir: the agent's alone),
+ * and metrics.textfile (in a directory; not a symlink or other kind where
+ * the file is). Nothing is created. Returns 0, or -errno with one line in
+ * @err naming the key, the path, what is wrong and the fix. */
+int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen);
+
 void fx_config_release(struct fx_config *c);
 
 /* The value of label @key, or NULL. */
