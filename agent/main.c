@@ -310,8 +310,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 }
 
 /* The config: the file given, else the default file if there is one, else
- * the defaults; then the command line's flags over it. Returns 0, or -EINVAL
- * having said what is wrong where. */
+ * the defaults; then the command line's flags over it; then, for the agent
+ * (not --once, which uses neither its directories nor, with --output, its
+ * upload), the files and directories it names, so that --check-config, the
+ * start and a reload refuse the same things. Returns 0, or -EINVAL having
+ * said what is wrong where (@cfg is then released). */
 static int load_config(const struct options *o, struct fx_config *cfg)
 {
 	const char *path = o->config;
@@ -350,6 +353,11 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 	}
 	if (o->verbose)
 		cfg->log.level = FX_LOG_DEBUG;
+	if ((!o->once || o->check_config) && fx_config_check_files(cfg, err, sizeof(err)) < 0) {
+		fx_log(FX_LOG_ERR, "%s", err);
+		fx_config_release(cfg);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -7,4 +7,4 @@ apt-get update
 apt-get install -y --no-install-recommends \
 	build-essential cmake pkg-config \
 	libelf-dev libdw-dev zlib1g-dev libiberty-dev libyaml-dev \
-	libcurl4-openssl-dev libsystemd-dev
+	libcurl4-openssl-dev libsystemd-dev libssl-dev
