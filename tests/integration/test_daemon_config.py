@@ -2,7 +2,8 @@
 """The daemon's configuration from the command line's side.
 
 - `--check-config` accepts the shipped config/fxagent.yaml and a file setting
-  every key; it refuses bad files (unknown key, value out of range, duplicate
+  every key (tests/data/config/full.yaml, with the files it names made in the
+  work directory: --check-config checks them too); it refuses bad files (unknown key, value out of range, duplicate
   target name, wrong type) with exit 2 and "FILE:LINE:COL: key: expected ..."
   pointing at the offending token;
 - the daemon given a bad or missing config exits 2 without creating its output
@@ -15,7 +16,9 @@
 
 import math
 import os
+import shutil
 import signal
+import subprocess
 import time
 
 import fxtest
@@ -47,8 +50,36 @@ def write_marked(path, text):
     return line, col
 
 
+def full_config(t):
+    """full.yaml with its paths moved under the work directory, and there the
+    token, certificate and key it names, and the metrics file's directory."""
+    root = os.path.join(t.work, "full")
+    with open(FULL_CONFIG) as f:
+        text = f.read()
+    for old in ("/etc/fxagent/", "/srv/fxagent/", "/var/lib/node-exporter/", "/opt/debug"):
+        text = text.replace(old, root + old)
+    etc = os.path.join(root, "etc", "fxagent")
+    os.makedirs(etc)
+    os.makedirs(os.path.join(root, "var", "lib", "node-exporter"))
+    token = os.path.join(etc, "token")
+    with open(token, "w") as f:
+        f.write("fxtok-full\n")
+    os.chmod(token, 0o600)
+    key, cert = os.path.join(etc, "client.key"), os.path.join(etc, "client.pem")
+    p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "2", "-subj", "/CN=fxtest"],
+                       capture_output=True, text=True, timeout=60)
+    t.require(p.returncode == 0, f"openssl req: {p.stderr.strip()}")
+    os.chmod(key, 0o600)
+    shutil.copy(cert, os.path.join(etc, "ca.pem"))
+    path = os.path.join(t.work, "full.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def check_config(t):
-    for good in (REPO_CONFIG, FULL_CONFIG):
+    for good in (REPO_CONFIG, full_config(t)):
         if not os.path.isfile(good):
             t.check(good != REPO_CONFIG, f"{good} is missing")
             continue
