@@ -471,7 +471,7 @@ static bool has_leading_zero(const struct node *n)
 
 /* The message for such a number: what was expected, and both readings
  * ("write 10s or 8s"). */
-static int leading_zero(struct ctx *x, const struct node *n, const char *path, const char *what)
+static void leading_zero(struct ctx *x, const struct node *n, const char *path, const char *what)
 {
 	char buf[SHOW_MAX * 4 + 16], dec[32] = "", oct[32] = "";
 	size_t d = 0, z = 0;
@@ -492,9 +492,9 @@ static int leading_zero(struct ctx *x, const struct node *n, const char *path, c
 			 (int)(n->len - d < 8 ? n->len - d : 8), n->str + d);
 	if (!strcmp(oct + (octal ? 4 : 0), dec))
 		oct[0] = '\0'; /* "05": the same either way */
-	return fail(x, n, path,
-		    "expected %s, got %s (a leading zero is octal in YAML 1.1; write %s%s)", what,
-		    describe(n, false, buf, sizeof(buf)), dec, oct);
+	fail_at(x, n->line, n->col, path,
+		"expected %s, got %s (a leading zero is octal in YAML 1.1; write %s%s)", what,
+		describe(n, false, buf, sizeof(buf)), dec, oct);
 }
 
 /* A plain decimal integer from @min to @max and a multiple of @step. */
@@ -520,8 +520,10 @@ static int get_uint(struct ctx *x, const struct node *n, const char *path, uint6
 	else
 		snprintf(what, sizeof(what), "a whole number from %llu to %llu",
 			 (unsigned long long)min, (unsigned long long)max);
-	if (has_leading_zero(n))
-		return leading_zero(x, n, path, what);
+	if (has_leading_zero(n)) {
+		leading_zero(x, n, path, what);
+		return -EINVAL;
+	}
 	return expected(x, n, path, what);
 }
 
@@ -927,8 +929,10 @@ static int get_duration(struct ctx *x, const struct node *n, const char *path, u
 		 "a duration from %s to %s%s (a whole number of seconds, or with ms, s, m, h or d)",
 		 min ? fmt_duration(min, lo, sizeof(lo)) : "0 (no limit)",
 		 fmt_duration(max, hi, sizeof(hi)), step == 1000 ? " in whole seconds" : "");
-	if (has_leading_zero(n))
-		return leading_zero(x, n, path, what);
+	if (has_leading_zero(n)) {
+		leading_zero(x, n, path, what);
+		return -EINVAL;
+	}
 	return expected(x, n, path, what);
 }
 
@@ -952,8 +956,10 @@ static int get_size(struct ctx *x, const struct node *n, const char *path, uint6
 		 "a size from %s to %s (a whole number of bytes, or with KiB, MiB, GiB or TiB)",
 		 fmt_unit(min, size_units, NUNITS(size_units), lo, sizeof(lo)),
 		 fmt_unit(max, size_units, NUNITS(size_units), hi, sizeof(hi)));
-	if (has_leading_zero(n))
-		return leading_zero(x, n, path, what);
+	if (has_leading_zero(n)) {
+		leading_zero(x, n, path, what);
+		return -EINVAL;
+	}
 	return expected(x, n, path, what);
 }
 
@@ -1575,10 +1581,9 @@ static int get_metrics(struct ctx *x, const struct node *n)
 	if (!r && v[0])
 		r = get_opt_path(x, v[0], "metrics.textfile", &x->c->metrics.textfile);
 	/* node_exporter's textfile collector reads *.prom and nothing else. */
-	if (!r && x->c->metrics.textfile) {
+	if (!r && v[0] && x->c->metrics.textfile) {
 		const char *t = x->c->metrics.textfile;
 		size_t len = strlen(t);
-
 		char buf[SHOW_MAX * 4 + 16];
 
 		if (len < 6 || strcmp(t + len - 5, ".prom") || t[len - 6] == '/')
