@@ -9,6 +9,7 @@
 #include "fxagent/config.h"
 #include "fxagent/log.h"
 #include "fxagent/trust.h"
+#include "fxagent/upload.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,70 +25,9 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
-/* upload.c's limit on the token file (MAX_TOKEN_BYTES). */
-#define TOKEN_MAX_BYTES 8192
 /* A PEM key or certificate is a few KiB; a CA bundle (Debian's
  * ca-certificates.crt) a few hundred. */
 #define PEM_MAX_BYTES (16u << 20)
-
-/* The token must be one run of printable characters, as upload.c reads it:
- * checked here without ever putting a byte of it in a message. */
-static int check_token(const char *path, char *err, size_t errlen)
-{
-	static const struct fx_trust_rules rules = { .secret = true, .max_size = TOKEN_MAX_BYTES };
-	const char *what = "upload.bearer_token_file";
-	char buf[TOKEN_MAX_BYTES + 1];
-	size_t len = 0, start = 0, end, i;
-	ssize_t n;
-	int fd, rc = 0;
-
-	fd = fx_trust_open(AT_FDCWD, path, what, &rules, NULL, err, errlen);
-	if (fd < 0)
-		return fd;
-	while (len < sizeof(buf)) {
-		n = read(fd, buf + len, sizeof(buf) - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			snprintf(err, errlen, "%s '%s' cannot be read: %s", what, path,
-				 strerror(-rc));
-			goto out;
-		}
-		if (n == 0)
-			break;
-		len += (size_t)n;
-	}
-	if (len > TOKEN_MAX_BYTES) {
-		rc = -EFBIG;
-		snprintf(err, errlen, "%s '%s' is more than %d bytes", what, path, TOKEN_MAX_BYTES);
-		goto out;
-	}
-	end = len;
-	while (start < end && strchr(" \t\r\n\v\f", buf[start]) && buf[start])
-		start++;
-	while (end > start && strchr(" \t\r\n\v\f", buf[end - 1]) && buf[end - 1])
-		end--;
-	if (start == end) {
-		rc = -EINVAL;
-		snprintf(err, errlen, "%s '%s' is empty; it must hold the token", what, path);
-		goto out;
-	}
-	for (i = start; i < end; i++) {
-		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f) {
-			rc = -EINVAL;
-			snprintf(err, errlen,
-				 "%s '%s' has a space or a non-printable character at byte %zu; it "
-				 "must hold one token",
-				 what, path, i + 1);
-			goto out;
-		}
-	}
-out:
-	explicit_bzero(buf, sizeof(buf));
-	close(fd);
-	return rc;
-}
 
 /* OpenSSL's reason for a failed parse, in words a user can act on: a file
  * without the block asked for gets PEM's "no start line" or, for a key, a
@@ -310,7 +250,7 @@ int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen)
 	int rc = 0;
 
 	if (c->upload.bearer_token_file)
-		rc = check_token(c->upload.bearer_token_file, err, errlen);
+		rc = fx_upload_read_token(c->upload.bearer_token_file, NULL, NULL, err, errlen);
 	if (!rc)
 		rc = check_tls(c, err, errlen);
 	if (!rc)

@@ -320,29 +320,28 @@ set_error(const struct fx_uploader *u, struct fx_upload_result *res, const char 
 		    tok ? strlen(tok) : 0);
 }
 
-/* Reads and checks the token; on success *@auth is the header line. */
-static int read_token(const char *path, char **auth, size_t *token_off)
+int fx_upload_read_token(const char *path, char **auth, size_t *token_off, char *err, size_t errlen)
 {
 	static const char prefix[] = "Authorization: Bearer ";
-	static const struct fx_trust_rules secret = { .secret = true };
-	char buf[MAX_TOKEN_BYTES + 1], why[PATH_MAX + 256];
-	size_t len = 0, start, end, i;
+	static const struct fx_trust_rules rules = { .secret = true };
+	const char *what = "upload.bearer_token_file";
+	char buf[MAX_TOKEN_BYTES + 1];
+	size_t len = 0, start = 0, end, i;
 	ssize_t n;
 	char *line;
-	int fd, ret = 0;
+	int fd, rc = 0;
 
-	fd = fx_trust_open(AT_FDCWD, path, "upload.bearer_token_file", &secret, NULL, why,
-			   sizeof(why));
+	fd = fx_trust_open(AT_FDCWD, path, what, &rules, NULL, err, errlen);
 	if (fd < 0)
-		return fx_log_errno(FX_LOG_ERR, -fd, "%s", why);
+		return fd;
 	while (len < sizeof(buf)) {
 		n = read(fd, buf + len, sizeof(buf) - len);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
-			ret = fx_log_errno(FX_LOG_ERR, errno,
-					   "upload: cannot read bearer token file %s: %s", path,
-					   strerror(errno));
+			rc = -errno;
+			snprintf(err, errlen, "%s '%s' cannot be read: %s", what, path,
+				 strerror(-rc));
 			goto out;
 		}
 		if (n == 0)
@@ -350,34 +349,37 @@ static int read_token(const char *path, char **auth, size_t *token_off)
 		len += (size_t)n;
 	}
 	if (len > MAX_TOKEN_BYTES) {
-		ret = fx_log_errno(FX_LOG_ERR, EFBIG,
-				   "upload: bearer token file %s is longer than %d bytes", path,
-				   MAX_TOKEN_BYTES);
+		rc = -EFBIG;
+		snprintf(err, errlen, "%s '%s' is more than %d bytes", what, path, MAX_TOKEN_BYTES);
 		goto out;
 	}
-	start = 0;
 	end = len;
 	while (start < end && strchr(" \t\r\n\v\f", buf[start]) && buf[start])
 		start++;
 	while (end > start && strchr(" \t\r\n\v\f", buf[end - 1]) && buf[end - 1])
 		end--;
 	if (start == end) {
-		ret = fx_log_errno(FX_LOG_ERR, EINVAL, "upload: bearer token file %s is empty",
-				   path);
+		rc = -EINVAL;
+		snprintf(err, errlen, "%s '%s' is empty; it must hold the token", what, path);
 		goto out;
 	}
+	/* Never a byte of the token in a message: only where the bad one is. */
 	for (i = start; i < end; i++) {
 		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f) {
-			ret = fx_log_errno(FX_LOG_ERR, EINVAL,
-					   "upload: bearer token in %s has a space or a "
-					   "non-printable character at byte %zu",
-					   path, i);
+			rc = -EINVAL;
+			snprintf(err, errlen,
+				 "%s '%s' has a space or a non-printable character at byte %zu; it "
+				 "must hold one token",
+				 what, path, i + 1);
 			goto out;
 		}
 	}
+	if (!auth)
+		goto out;
 	line = malloc(sizeof(prefix) + end - start);
 	if (!line) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "upload: out of memory reading %s", path);
+		rc = -ENOMEM;
+		snprintf(err, errlen, "%s '%s': out of memory", what, path);
 		goto out;
 	}
 	memcpy(line, prefix, sizeof(prefix) - 1);
@@ -388,7 +390,16 @@ static int read_token(const char *path, char **auth, size_t *token_off)
 out:
 	explicit_bzero(buf, sizeof(buf));
 	close(fd);
-	return ret;
+	return rc;
+}
+
+/* The same, said in the log. */
+static int read_token(const char *path, char **auth, size_t *token_off)
+{
+	char why[PATH_MAX + 256];
+	int rc = fx_upload_read_token(path, auth, token_off, why, sizeof(why));
+
+	return rc < 0 ? fx_log_errno(FX_LOG_ERR, -rc, "%s", why) : 0;
 }
 
 static void free_auth(char *auth)

@@ -43,6 +43,16 @@ struct fx_upload_result {
 
 struct fx_uploader;
 
+/* Reads the bearer token file @path as the uploader does: a secret file
+ * (fx_trust_open: regular, not readable by others), one run of printable
+ * characters of at most 8 KiB, white space around it ignored. With @auth,
+ * *@auth is the "Authorization: Bearer <token>" line (malloc'ed; wipe it
+ * before freeing) and *@token_off where the token starts in it. Returns 0,
+ * or -errno with one line in @err naming the file and what is wrong, never
+ * a byte of the token. */
+int fx_upload_read_token(const char *path, char **auth, size_t *token_off, char *err,
+			 size_t errlen);
+
 /* @host names this machine in URLs and headers. Reads the token file now
  * (fx_upload_reload() reads it again). Returns 0 or -errno (logged). */
 int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx_uploader **out);
