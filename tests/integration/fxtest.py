@@ -164,12 +164,16 @@ class Cli:
     """One profiler-cli session on one profile, in its own session directory.
 
     profiler-cli runs a daemon that its commands reach over a Unix socket. Its
-    `load` gives that daemon 500 ms to listen, which a loaded machine or a cold
-    page cache can overrun (the daemon is a Node.js process reading a 4 MB
-    bundle); a command can also meet a daemon that is still busy. So a load
-    that fails is stopped and tried again, CLI_TRIES times in all, and a query
-    that finds the daemon unreachable is retried; both then fail with what
-    profiler-cli and its daemon log said. The session directory is a short
+    `load` gives that daemon 500 ms (fixed in 0.10.0) to listen, which a loaded
+    machine or a cold page cache overruns (the daemon is a Node.js process
+    reading a 4 MB bundle). The client then gives up, but the daemon goes on:
+    when it listens it names itself the session's current one (current.txt)
+    and loads the profile. So a load that gave up on a daemon still starting
+    waits for that daemon (a `status` that succeeds) rather than killing it and
+    starting another under the same 500 ms; a load that fails otherwise is
+    stopped and tried again, CLI_TRIES times in all, and a query that finds the
+    daemon unreachable is retried; all then fail with what profiler-cli and its
+    daemon log said. The session directory is a short
     path under /tmp: the socket inside it must fit a sockaddr_un (108 bytes),
     which a deep checkout's build tree would not."""
 
@@ -196,10 +200,34 @@ class Cli:
             t.require("Profile load failed" not in out,
                       f"profiler-cli cannot load {profile_path}: {out[-2000:]}")
             errors.append(f"try {attempt}: exit {p.returncode}: {out[-600:]}")
+            starting = re.search(r"did not become ready.*running as pid (\d+)", out, re.S)
+            if starting:
+                waited = self._await_daemon(int(starting.group(1)), profile_path)
+                if waited is not None:
+                    t.note(f"profiler-cli {tag}: its daemon was ready {waited:.1f} s after "
+                           f"the client gave up (try {attempt})")
+                    return
             self.stop()
             time.sleep(0.5 * attempt)
         raise Stop(f"profiler-cli did not load {profile_path} in {CLI_TRIES} tries: "
                    f"{errors}; daemon log: {self.daemon_log()}")
+
+    def _await_daemon(self, pid, profile_path):
+        """Waits for a daemon that `load` gave up on while it was starting: seconds
+        until its profile was loaded, or None if it died or took over a minute."""
+        start = time.monotonic()
+        deadline = start + scaled(60)
+        current = os.path.join(self.dir, "current.txt")
+        while time.monotonic() < deadline and _alive(pid):
+            if os.path.exists(current):
+                p = self._exec("status")
+                out = (p.stdout + p.stderr).strip()
+                if p.returncode == 0:
+                    return time.monotonic() - start
+                self.t.require("Profile load failed" not in out,
+                               f"profiler-cli cannot load {profile_path}: {out[-2000:]}")
+            time.sleep(0.2)
+        return None
 
     def _exec(self, *args):
         cmd = [self.exe, *args]
@@ -292,6 +320,15 @@ class Cli:
                 os.kill(int(pid), signal.SIGKILL)
             except (OSError, ValueError):
                 pass  # gone, or not ours to read
+
+
+def _alive(pid):
+    """Whether process pid runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def tree_paths(node, path=()):
