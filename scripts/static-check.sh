@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Static checks of the agent's sources (agent/*.c, and the headers they
+# Static checks of the agent's sources (agent/**/*.c, and the headers they
 # include): clang-tidy with the checked-in .clang-tidy, and cppcheck with
 # .cppcheck-suppressions. Exits 1 on any finding, 2 when a tool is missing.
 #
@@ -52,8 +52,8 @@ need() {
 	exit 2
 }
 
-shopt -s nullglob
-sources=("$root"/agent/*.c)
+shopt -s nullglob globstar
+sources=("$root"/agent/**/*.c)
 failed=0
 
 run_clang_tidy() {
