@@ -130,10 +130,18 @@ def hanging_stop(t):
             d = Daemon(t, f"hang{k}", config(srv.url(f"/hang/{k}/" + URL_TAIL), spool, WINDOW,
                                              timeout=f"{int(timeout)}s"))
             d.wait_started()
-            # Somewhere in the first or second try, or the backoff between.
-            wait = random.uniform(WINDOW + 0.3, WINDOW + 2 * timeout + 1)
-            time.sleep(wait)
-            before = len([e for e in srv.log() if e["path"].startswith(f"/hang/{k}/")])
+            started = time.monotonic()
+
+            def tries():
+                return len([e for e in srv.log() if e["path"].startswith(f"/hang/{k}/")])
+
+            # Somewhere in the first or second try, or the backoff between:
+            # after the first try began (on a loaded machine the first chunk
+            # can take a while), so that the agent knows the collector hangs.
+            t.require(fxtest.wait_for(tries, 20), f"hang {k}: no upload try in 20 s")
+            time.sleep(random.uniform(0.2, timeout + 1))
+            wait = time.monotonic() - started
+            before = tries()
             t0 = time.monotonic()
             d.p.send_signal(signal.SIGTERM)
             try:
@@ -142,7 +150,7 @@ def hanging_stop(t):
                 d.p.kill()
                 rc = None
             took = time.monotonic() - t0
-            after = len([e for e in srv.log() if e["path"].startswith(f"/hang/{k}/")])
+            after = tries()
             t.save(f"hang{k}.agent.log", d.text())
             t.note(f"hang {k}: SIGTERM {wait:.2f} s after start, {before} requests before, "
                    f"exit {rc} after {took:.2f} s (bound {bound:.1f} s), {after - before} "
