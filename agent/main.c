@@ -2,10 +2,8 @@
 /* fxagent: command line. `fxagent --once` records every CPU for a while and
  * writes one Firefox Profiler profile. */
 #include <errno.h>
-#include <malloc.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -18,20 +16,12 @@
 
 #include "fxagent/config.h"
 #include "fxagent/daemon.h"
-#include "fxagent/kallsyms.h"
+#include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
-#include "fxagent/objects.h"
-#include "fxagent/procs.h"
-#include "fxagent/recorder.h"
-#include "fxagent/report.h"
-#include "fxagent/sampler.h"
+#include "fxagent/pipeline.h"
 #include "fxagent/service.h"
-#include "fxagent/shipper.h"
-#include "fxagent/spool.h"
-#include "fxagent/symbolize.h"
 #include "fxagent/unwind.h"
 #include "fxagent/util.h"
-#include "fxagent/window.h"
 
 #define EXIT_USAGE 2
 #define MAX_PIDS   1024
@@ -110,9 +100,6 @@ static int parse_duration(const char *s, uint64_t *ms)
 	char *end;
 	uint64_t mul;
 
-	/* getopt_long() sets optarg for every option with an argument; the
-	 * analyzer keeps it NULL from an earlier --check-config without one.
-	 * NOLINTNEXTLINE(clang-analyzer-core.NullDereference) */
 	if (!s[0] || s[0] == '-' || s[0] == '+')
 		return -EINVAL;
 	errno = 0;
@@ -153,18 +140,110 @@ static int parse_uint(const char *s, unsigned long long min, unsigned long long 
 	return 0;
 }
 
+/* Says what is wrong with an option's value. Returns -EINVAL. */
+static int bad_value(const char *opt, const char *arg, const char *expected)
+{
+	fprintf(stderr, "fxagent: invalid --%s '%s': expected %s\n", opt, arg, expected);
+	return -EINVAL;
+}
+
+enum {
+	OPT_ONCE = 256,
+	OPT_NO_KERNEL,
+	OPT_INCLUDE_IDLE,
+	OPT_UNWIND,
+	OPT_STACK_BYTES,
+	OPT_CHECK_CONFIG,
+	OPT_OUTPUT_DIR,
+	OPT_WINDOW,
+};
+
+/* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
+ * an option that is not one of them. */
+static int sampling_option(int c, const char *arg, struct options *o)
+{
+	unsigned long long v;
+
+	switch (c) {
+	case 'F':
+		if (parse_uint(arg, 1, 10000, &v) < 0)
+			return bad_value("frequency", arg, "a whole number of Hz from 1 to 10000");
+		o->frequency = (unsigned)v;
+		o->set_frequency = true;
+		return 0;
+	case 'p':
+		if (parse_uint(arg, 1, INT_MAX, &v) < 0)
+			return bad_value("pid", arg, "a process id");
+		if (o->npids == MAX_PIDS) {
+			fprintf(stderr, "fxagent: too many --pid options (at most %d)\n", MAX_PIDS);
+			return -EINVAL;
+		}
+		o->pids[o->npids++] = (uint32_t)v;
+		return 0;
+	case OPT_NO_KERNEL:
+		o->kernel = false;
+		o->set_kernel = true;
+		return 0;
+	case OPT_INCLUDE_IDLE:
+		o->include_idle = true;
+		o->set_idle = true;
+		return 0;
+	case OPT_UNWIND:
+		if (strcmp(arg, "dwarf") != 0 && strcmp(arg, "fp") != 0)
+			return bad_value("unwind", arg, "dwarf or fp");
+		o->unwind = !strcmp(arg, "dwarf") ? FX_UNWIND_DWARF : FX_UNWIND_FP;
+		o->set_unwind = true;
+		return 0;
+	case OPT_STACK_BYTES:
+		if (parse_uint(arg, 1024, 32768, &v) < 0 || v % 8)
+			return bad_value("stack-bytes", arg, "a multiple of 8 from 1024 to 32768");
+		o->stack_bytes = (uint32_t)v;
+		o->set_stack = true;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
+/* The options of the modes and their outputs; as sampling_option(). */
+static int mode_option(int c, const char *arg, struct options *o)
+{
+	unsigned long long v;
+
+	switch (c) {
+	case OPT_ONCE:
+		o->once = true;
+		return 0;
+	case 'c':
+		o->config = arg;
+		return 0;
+	case OPT_OUTPUT_DIR:
+		o->output_dir = arg;
+		return 0;
+	case OPT_WINDOW:
+		if (parse_uint(arg, 1, 3600, &v) < 0)
+			return bad_value("window", arg, "a whole number of seconds from 1 to 3600");
+		o->window_seconds = (unsigned)v;
+		return 0;
+	case 'd':
+		if (parse_duration(arg, &o->duration_ms) < 0)
+			return bad_value("duration", arg,
+					 "a positive number with ms, s, m or h, e.g. 500ms, "
+					 "10s, 2m");
+		return 0;
+	case 'o':
+		o->output = arg;
+		return 0;
+	case 'v':
+		o->verbose = true;
+		return 0;
+	default:
+		return 1;
+	}
+}
+
 static int parse_args(int argc, char **argv, struct options *o)
 {
-	enum {
-		OPT_ONCE = 256,
-		OPT_NO_KERNEL,
-		OPT_INCLUDE_IDLE,
-		OPT_UNWIND,
-		OPT_STACK_BYTES,
-		OPT_CHECK_CONFIG,
-		OPT_OUTPUT_DIR,
-		OPT_WINDOW,
-	};
 	static const struct option longopts[] = {
 		{ "once", no_argument, NULL, OPT_ONCE },
 		{ "duration", required_argument, NULL, 'd' },
@@ -184,120 +263,33 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
 	};
-	unsigned long long v;
-	int c;
+	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "c:d:F:o:p:vhV", longopts, NULL)) != -1) {
-		switch (c) {
-		case OPT_ONCE:
-			o->once = true;
-			break;
-		case 'c':
-			o->config = optarg;
-			break;
-		case OPT_CHECK_CONFIG:
+		if (c == OPT_CHECK_CONFIG) {
 			o->check_config = true;
 			/* --check-config FILE as well as --check-config=FILE */
 			if (!optarg && optind < argc && argv[optind][0] != '-')
 				optarg = argv[optind++];
 			if (optarg)
 				o->config = optarg;
-			break;
-		case OPT_OUTPUT_DIR:
-			o->output_dir = optarg;
-			break;
-		case OPT_WINDOW:
-			if (parse_uint(optarg, 1, 3600, &v) < 0) {
-				fprintf(stderr,
-					"fxagent: invalid --window '%s': expected a whole number "
-					"of seconds from 1 to 3600\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->window_seconds = (unsigned)v;
-			break;
-		case 'd':
-			if (parse_duration(optarg, &o->duration_ms) < 0) {
-				fprintf(stderr,
-					"fxagent: invalid --duration '%s': expected a positive "
-					"number with ms, s, m or h, e.g. 500ms, 10s, 2m\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case 'F':
-			if (parse_uint(optarg, 1, 10000, &v) < 0) {
-				fprintf(stderr,
-					"fxagent: invalid --frequency '%s': expected a whole "
-					"number of Hz from 1 to 10000\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->frequency = (unsigned)v;
-			o->set_frequency = true;
-			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case 'p':
-			if (parse_uint(optarg, 1, INT_MAX, &v) < 0) {
-				fprintf(stderr,
-					"fxagent: invalid --pid '%s': expected a process id\n",
-					optarg);
-				return -EINVAL;
-			}
-			if (o->npids == MAX_PIDS) {
-				fprintf(stderr, "fxagent: too many --pid options (at most %d)\n",
-					MAX_PIDS);
-				return -EINVAL;
-			}
-			o->pids[o->npids++] = (uint32_t)v;
-			break;
-		case OPT_NO_KERNEL:
-			o->kernel = false;
-			o->set_kernel = true;
-			break;
-		case OPT_INCLUDE_IDLE:
-			o->include_idle = true;
-			o->set_idle = true;
-			break;
-		case OPT_UNWIND:
-			/* Set by getopt_long(), as in parse_duration().
-			 * NOLINTNEXTLINE(clang-analyzer-core.NonNullParamChecker) */
-			if (!strcmp(optarg, "dwarf")) {
-				o->unwind = FX_UNWIND_DWARF;
-				o->set_unwind = true;
-			} else if (!strcmp(optarg, "fp")) {
-				o->unwind = FX_UNWIND_FP;
-				o->set_unwind = true;
-			} else {
-				fprintf(stderr,
-					"fxagent: invalid --unwind '%s': expected dwarf or fp\n",
-					optarg);
-				return -EINVAL;
-			}
-			break;
-		case OPT_STACK_BYTES:
-			if (parse_uint(optarg, 1024, 32768, &v) < 0 || v % 8) {
-				fprintf(stderr,
-					"fxagent: invalid --stack-bytes '%s': expected a multiple "
-					"of 8 from 1024 to 32768\n",
-					optarg);
-				return -EINVAL;
-			}
-			o->stack_bytes = (uint32_t)v;
-			o->set_stack = true;
-			break;
-		case 'v':
-			o->verbose = true;
-			break;
-		case 'h':
+			continue;
+		}
+		if (c == 'h') {
 			usage(stdout);
 			exit(0);
-		case 'V':
+		}
+		if (c == 'V') {
 			printf("fxagent %s\n", FX_VERSION);
 			exit(0);
-		default:
+		}
+		/* Options without an argument get "" rather than NULL. */
+		ret = sampling_option(c, optarg ? optarg : "", o);
+		if (ret > 0)
+			ret = mode_option(c, optarg ? optarg : "", o);
+		if (ret < 0)
+			return ret;
+		if (ret > 0) {
 			fprintf(stderr, "Try 'fxagent --help' for more information.\n");
 			return -EINVAL;
 		}
@@ -413,251 +405,54 @@ static void default_output(char *buf, size_t len, const char *host)
 	snprintf(buf, len, "fxagent-%s-%s.json.gz", host, ts);
 }
 
-/* Fails early, before recording, when the profile could not be written. */
-static int check_output(const char *path)
+/* --once --output FILE, or with upload.url through the spool: says how the
+ * upload went. Returns 0 or -errno (said). */
+static int wait_upload(struct fx_pipeline *p, const struct options *o, const char *path)
 {
-	char *dup, *dir;
-	int ret = 0;
+	/* Retries as the agent would, for a few request timeouts (30 s at
+	 * most: someone waits for the answer); what is left stays in the
+	 * spool for the agent to send. */
+	uint64_t wait_ms = 3ull * o->cfg->upload.timeout_ms;
+	int ret;
 
-	if (!strcmp(path, "-"))
-		return 0;
-	dup = strdup(path);
-	if (!dup)
-		return -ENOMEM;
-	dir = dirname(dup);
-	if (access(dir, W_OK | X_OK) < 0)
-		ret = fx_log_errno(FX_LOG_ERR, errno, "cannot write the profile to '%s': %s", path,
-				   strerror(errno));
-	free(dup);
+	if (progress)
+		fprintf(stderr, "\ruploading to %s ...\033[K", o->cfg->upload.url);
+	ret = fx_pipeline_drain(p, wait_ms < 30000 ? wait_ms : 30000);
+	if (ret == -EAGAIN)
+		fx_log(FX_LOG_ERR,
+		       "the snapshot could not be uploaded yet; it waits in %s for the agent to "
+		       "send it",
+		       path);
+	else if (ret == -EBADMSG)
+		fx_log(FX_LOG_ERR, "the snapshot's spool file failed its check and was not sent; "
+				   "it was moved to the spool's rejected/");
+	else if (ret < 0)
+		fx_log(FX_LOG_ERR,
+		       "the collector refused the snapshot; it was moved to the spool's rejected/");
 	return ret;
 }
 
-static int record_once(const struct options *o)
+/* The figures bench/output.py and bench/overhead.py read. */
+static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec, uint64_t write_ns)
 {
-	struct fx_sampler_opts sopts = { .frequency = o->frequency,
-					 .kernel = o->kernel,
-					 .ring_pages = o->ring_pages,
-					 .user_regs_stack = o->unwind == FX_UNWIND_DWARF,
-					 .stack_bytes = o->stack_bytes };
-	struct fx_unwind_opts uopts = { .mode = o->unwind, .kernel = o->kernel, .max_procs = 256 };
-	struct fx_recorder_opts ropts = {
-		.include_idle = o->include_idle,
-		.pids = o->npids ? o->pids : NULL,
-		.npids = o->npids,
-	};
-	struct fx_sampler *sampler = NULL;
-	struct fx_objects *objs = NULL;
-	struct fx_procs *procs = NULL;
-	struct fx_unwinder *unwinder = NULL;
-	struct fx_symbolizer *symbolizer = NULL;
-	struct fx_kallsyms *ks = NULL;
-	struct fx_recorder *rec = NULL;
-	struct fx_thread_name *names = NULL;
-	size_t nnames = 0;
-	struct fx_shipper *shipper = NULL;
-	struct fx_chunk_info info;
-	struct fx_profile_kv labels[FX_CONFIG_MAX_LABELS];
-	struct fx_window window;
-	struct fx_report_input rin;
-	struct fx_report_stats rstats;
-	struct sigaction sa = { .sa_handler = on_signal };
-	char host[256] = "localhost", outbuf[512];
-	const char *output = o->output;
-	uint64_t start_ns, start_wall_ns, deadline, end_ns, cpu_start, cpu_rec, write_start;
-	unsigned last_shown = UINT_MAX;
-	int ret;
+	const struct fx_unwinder *uw = fx_pipeline_unwinder(p);
+	struct fx_pipeline_stats ps;
 
-	fx_window_init(&window, 0);
-	gethostname(host, sizeof(host) - 1);
-	/* With upload.url and no --output, the snapshot goes through the spool
-	 * to the collector, as the agent's chunks do. */
-	if (!output && o->cfg->upload.url) {
-		ret = fx_shipper_start(o->cfg, host, &shipper);
-		if (ret < 0)
-			goto out;
-	}
-	if (!output && !shipper) {
-		default_output(outbuf, sizeof(outbuf), host);
-		output = outbuf;
-	}
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-
-	ret = fx_sampler_open(&sopts, &sampler);
-	if (ret < 0)
-		goto out;
-	/* Sampling works: now say what else a missing capability costs. */
-	fx_service_check_caps();
-	ret = output ? check_output(output) : 0;
-	if (ret < 0)
-		goto out;
-	objs = fx_objects_new("/proc", 8192);
-	procs = objs ? fx_procs_new(objs, "/proc") : NULL;
-	uopts.objs = objs;
-	unwinder = procs ? fx_unwind_new(&uopts) : NULL;
-	rec = malloc(sizeof(*rec));
-	if (!procs || !unwinder || !rec) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
-		goto out;
-	}
-	fx_recorder_init(rec, &ropts, fx_sampler_fmt(sampler), procs, unwinder, &window);
-
-	cpu_start = cpu_ns();
-	start_wall_ns = fx_now_ns(CLOCK_REALTIME);
-	start_ns = fx_now_ns(CLOCK_MONOTONIC);
-	deadline = start_ns + o->duration_ms * 1000000ull;
-	ret = fx_sampler_enable(sampler);
-	if (ret < 0)
-		goto out;
-	while (!stop_requested) {
-		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
-		int64_t left_ms = (int64_t)(deadline - now) / 1000000;
-
-		if (now >= deadline)
-			break;
-		if (progress && (now - start_ns) / 1000000000ull != last_shown) {
-			last_shown = (unsigned)((now - start_ns) / 1000000000ull);
-			fprintf(stderr, "\rrecording %u/%" PRIu64 " s\033[K", last_shown,
-				o->duration_ms / 1000);
-		}
-		ret = fx_sampler_poll(sampler, left_ms < 200 ? (int)left_ms + 1 : 200,
-				      fx_recorder_handle, rec);
-		if (ret < 0) {
-			fx_log(FX_LOG_ERR, "reading perf rings failed: %s", strerror(-ret));
-			goto out;
-		}
-	}
-	fx_sampler_disable(sampler);
-	end_ns = fx_now_ns(CLOCK_MONOTONIC);
-	/* What the rings still hold belongs to the recording. */
-	ret = fx_sampler_flush(sampler, fx_recorder_handle, rec);
-	if (ret < 0)
-		goto out;
-	cpu_rec = cpu_ns() - cpu_start;
-	write_start = fx_now_ns(CLOCK_MONOTONIC);
-	/* The rings and the unwinder's per-process Dwfl are done with: let them
-	 * go before the symbolizer reads debug info, so the two peaks do not add. */
-	fx_sampler_free(sampler);
-	sampler = NULL;
-	fx_unwind_drop_idle(unwinder, fx_unwind_mark(unwinder));
-	malloc_trim(0);
-
-	for (size_t i = 0; i < o->cfg->nlabels && i < FX_CONFIG_MAX_LABELS; i++)
-		labels[i] =
-			(struct fx_profile_kv){ o->cfg->labels[i].key, o->cfg->labels[i].value };
-	ret = fx_procs_names(procs, &window, &names, &nnames);
-	if (ret < 0) {
-		fx_err("out of memory");
-		goto out;
-	}
-	symbolizer = fx_symbolizer_new(&(struct fx_symbolizer_opts){
-		.debug_dirs = o->cfg->symbolization.ndebug_dirs
-				      ? (const char *const *)o->cfg->symbolization.debug_dirs
-				      : NULL,
-		.no_demangle = !o->cfg->symbolization.demangle,
-		.max_bytes = o->cfg->symbolization.max_memory });
-	if (!symbolizer) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
-		goto out;
-	}
-	if (o->kernel) {
-		ks = fx_kallsyms_load_system();
-	}
-	rin = (struct fx_report_input){
-		.window = &window,
-		.names = names,
-		.nnames = nnames,
-		.objs = objs,
-		.symbolizer = symbolizer,
-		.kallsyms = ks,
-		.lost = rec->lost,
-		.nlost = rec->nlost,
-		.meta = {
-			.start_time_ms = (double)start_wall_ns / 1e6,
-			.start_ns = start_ns,
-			.end_ns = end_ns,
-			.interval_ms = 1000.0 / o->frequency,
-			.product = "fxagent",
-			.host = host,
-			.target = "system",
-			.seq = 0,
-			.labels = labels,
-			.nlabels = o->cfg->nlabels,
-			.samples = window.counters.samples,
-			.lost = window.counters.lost,
-			.truncated = window.counters.truncated,
-			.dropped = window.counters.dropped_stacks,
-		},
-		.seq = 0,
-		.marker_pid = (uint32_t)getpid(),
-		.marker_name = "fxagent",
-		.on_symbolize = on_symbolize,
-	};
-	if (shipper) {
-		info = (struct fx_chunk_info){
-			.start_ms = (int64_t)(start_wall_ns / 1000000),
-			.end_ms = (int64_t)((start_wall_ns + end_ns - start_ns) / 1000000),
-			.seq = 0,
-			.target = "system"
-		};
-		fx_spool_new_id(&info);
-		fx_spool_path(fx_shipper_spool(shipper), &info, outbuf, sizeof(outbuf));
-		output = outbuf;
-	}
-	ret = fx_report_write(&rin, output, &rstats);
-	if (ret < 0)
-		goto out;
-	if (shipper) {
-		fx_spool_add(fx_shipper_spool(shipper), &info);
-		fx_shipper_kick(shipper);
-		if (progress)
-			fprintf(stderr, "\ruploading to %s ...\033[K", o->cfg->upload.url);
-		/* Retries as the agent would, for a few request timeouts (30 s at
-		 * most: someone waits for the answer); what is left stays in the
-		 * spool for the agent to send. */
-		uint64_t wait_ms = 3ull * o->cfg->upload.timeout_ms;
-		struct fx_shipper_stats st;
-
-		if (!fx_shipper_wait_empty(shipper, wait_ms < 30000 ? wait_ms : 30000)) {
-			ret = fx_log_errno(FX_LOG_ERR, EIO,
-					   "the snapshot could not be uploaded yet; it waits in %s "
-					   "for the agent to send it",
-					   output);
-			goto out;
-		}
-		fx_shipper_get_stats(shipper, &st);
-		if (st.refused) {
-			ret = fx_log_errno(FX_LOG_ERR, EBADMSG,
-					   "the snapshot's spool file failed its check and was not "
-					   "sent; it was moved to the spool's rejected/");
-			goto out;
-		}
-		if (st.rejected) {
-			ret = fx_log_errno(
-				FX_LOG_ERR, EPROTO,
-				"the collector refused the snapshot; it was moved to the "
-				"spool's rejected/");
-			goto out;
-		}
-	}
+	fx_pipeline_get_stats(p, &ps);
 	if (progress)
 		fprintf(stderr,
 			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
 			" bytes\033[K\n",
-			output, rstats.profile.samples, rstats.profile.threads,
-			rstats.profile.bytes);
-	/* The figures bench/once.py reads. */
+			ps.last_path, ps.last_samples, ps.last_threads, ps.last_bytes);
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
 		"symbolize+write %.1f ms, %" PRIu64
-		" samples, %zu frames, %zu stacks, %zu objects, "
-		"peak rss %.1f MiB",
-		(double)(end_ns - start_ns) / 1e9, (double)cpu_rec / 1e6,
-		100.0 * (double)cpu_rec / (double)(end_ns - start_ns),
-		(double)(fx_now_ns(CLOCK_MONOTONIC) - write_start) / 1e6, window.counters.samples,
-		window.nframes, window.nstacks, rstats.objects, (double)fx_peak_rss_kib() / 1024.0);
-	if (fx_unwind_dwarf(unwinder)) {
-		const struct fx_dwunwind *dw = fx_unwind_dwarf(unwinder);
+		" samples, %zu frames, %zu stacks, %zu objects, peak rss %.1f MiB",
+		(double)rec_ns / 1e9, (double)cpu_rec / 1e6,
+		100.0 * (double)cpu_rec / (double)rec_ns, (double)write_ns / 1e6, ps.samples,
+		ps.last_frames, ps.last_stacks, ps.last_objects,
+		(double)fx_peak_rss_kib() / 1024.0);
+	if (uw && fx_unwind_dwarf(uw)) {
+		const struct fx_dwunwind *dw = fx_unwind_dwarf(uw);
 		struct fx_dwunwind_stats ds;
 
 		fx_dwunwind_get_stats(dw, &ds);
@@ -668,22 +463,85 @@ static int record_once(const struct options *o)
 			(double)fx_dwunwind_quantile_ns(dw, 0.99) / 1000.0, ds.truncated,
 			ds.dwfl_new, ds.dwfl_update, ds.evicted);
 	}
-	if (window.counters.lost)
-		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", window.counters.lost);
-	ret = 0;
+	if (ps.lost)
+		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", ps.lost);
+}
+
+/* Samples until the duration is over or a signal comes. Returns 0 or -errno. */
+static int sample_for(struct fx_pipeline *p, uint64_t duration_ms)
+{
+	uint64_t start = fx_now_ns(CLOCK_MONOTONIC), deadline = start + duration_ms * 1000000ull;
+	unsigned last_shown = UINT_MAX;
+	int ret = 0;
+
+	while (!stop_requested && ret >= 0) {
+		uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
+		int64_t left_ms = (int64_t)(deadline - now) / 1000000;
+
+		if (now >= deadline)
+			break;
+		if (progress && (now - start) / 1000000000ull != last_shown) {
+			last_shown = (unsigned)((now - start) / 1000000000ull);
+			fprintf(stderr, "\rrecording %u/%" PRIu64 " s\033[K", last_shown,
+				duration_ms / 1000);
+		}
+		ret = fx_pipeline_step(p, left_ms < 200 ? (int)left_ms + 1 : 200);
+	}
+	return ret < 0 ? ret : 0;
+}
+
+/* --once: a driver of the pipeline with one window, written on this thread
+ * once sampling has stopped. */
+static int record_once(const struct options *o)
+{
+	struct fx_pipeline_opts po = { .cfg = o->cfg,
+				       .pids = o->npids ? o->pids : NULL,
+				       .npids = o->npids,
+				       .output = o->output,
+				       .on_symbolize = on_symbolize };
+	struct sigaction sa = { .sa_handler = on_signal };
+	struct fx_pipeline *p = NULL;
+	char host[256] = "localhost", outbuf[512];
+	uint64_t start_ns, cpu_start, rec_ns, cpu_rec, write_start;
+	int ret;
+
+	/* With upload.url and no --output, the snapshot goes through the spool
+	 * to the collector, as the agent's chunks do. */
+	if (!po.output && !o->cfg->upload.url) {
+		gethostname(host, sizeof(host) - 1);
+		default_output(outbuf, sizeof(outbuf), host);
+		po.output = outbuf;
+	}
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	ret = fx_pipeline_new(&po, &p);
+	if (ret < 0)
+		goto out;
+	/* Sampling works: now say what else a missing capability costs. */
+	fx_service_check_caps();
+	cpu_start = cpu_ns();
+	start_ns = fx_now_ns(CLOCK_MONOTONIC);
+	ret = fx_pipeline_start(p);
+	if (ret == 0)
+		ret = sample_for(p, o->duration_ms);
+	rec_ns = fx_now_ns(CLOCK_MONOTONIC) - start_ns;
+	cpu_rec = cpu_ns() - cpu_start;
+	write_start = fx_now_ns(CLOCK_MONOTONIC);
+	if (ret == 0)
+		ret = fx_pipeline_finish(p);
+	if (ret == 0 && !po.output) {
+		struct fx_pipeline_stats ps;
+
+		fx_pipeline_get_stats(p, &ps);
+		ret = wait_upload(p, o, ps.last_path);
+	}
+	if (ret == 0)
+		print_stats(p, rec_ns, cpu_rec, fx_now_ns(CLOCK_MONOTONIC) - write_start);
 out:
 	if (progress && ret < 0)
 		fputc('\n', stderr);
-	free(names);
-	fx_shipper_stop(shipper, fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull);
-	fx_kallsyms_free(ks);
-	fx_symbolizer_free(symbolizer);
-	fx_window_release(&window);
-	free(rec);
-	fx_unwind_free(unwinder);
-	fx_procs_free(procs);
-	fx_objects_free(objs);
-	fx_sampler_free(sampler);
+	fx_pipeline_free(p);
 	return ret;
 }
 

@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: MIT */
+/* The pipeline's sampling side: sources into windows, windows into batches.
+ * Everything here runs on the caller's (sampling) thread. */
+#include "fxagent/pipeline.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/cgroup.h"
+#include "fxagent/dwunwind.h"
+#include "fxagent/log.h"
+#include "fxagent/util.h"
+#include "pipeline_int.h"
+
+#define MAX_OPEN_OBJECTS   8192
+#define UNWIND_CACHE_PROCS 256
+/* Processes asked about at each window change whether they are gone without
+ * an EXIT record: up to this many access() calls, about a millisecond on the
+ * sampling thread, every process in turn. */
+#define REAP_BUDGET 512
+
+/* ---- recorder hooks ---- */
+
+static void rotate(struct fx_pipeline *p, uint64_t end);
+
+static void before_sample(void *ctx, uint64_t time_ns)
+{
+	struct fx_pipeline *p = ctx;
+
+	/* Rotation follows the samples' own clock: each lands in one window.
+	 * Held (a reload pending), the driver cuts the window instead. */
+	while (time_ns >= p->win_end && !p->hold)
+		rotate(p, p->win_end);
+}
+
+static void on_lost(void *ctx, uint64_t time_ns, uint64_t count)
+{
+	struct fx_pipeline *p = ctx;
+
+	p->tot.lost += count;
+	__atomic_add_fetch(&p->stats.lost, count, __ATOMIC_RELAXED);
+	/* A ring does not say whose samples it lost: every window says it. */
+	for (size_t i = 0; i < p->g->nt; i++) {
+		struct target_rt *t = &p->g->t[i];
+
+		t->win->counters.lost += count;
+		if (t->lost->n < FX_RECORDER_MAX_LOST_EVENTS)
+			t->lost->ev[t->lost->n++] =
+				(struct fx_lost_event){ .time_ns = time_ns, .count = count };
+		else
+			t->lost->ev[t->lost->n - 1].count += count; /* the last takes the rest */
+	}
+}
+
+/* ---- windows ---- */
+
+static void mark_objects(struct fx_pipeline *p, const struct fx_window *w)
+{
+	if (w && w->nframes)
+		fx_objects_mark(p->objs, &w->frames[0].object, w->nframes, sizeof(w->frames[0]));
+}
+
+/* Moves target @t's open window into @j; with @reopen, a fresh one takes its
+ * place. Returns false when out of memory for the fresh one. */
+static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *j, bool reopen)
+{
+	struct fx_window *fresh = reopen ? fx_targets_window_new(p->g->cfg) : NULL;
+	struct lost_log *fresh_lost = reopen ? calloc(1, sizeof(*fresh_lost)) : NULL;
+
+	if (reopen && (!fresh || !fresh_lost)) {
+		fx_targets_window_free(fresh);
+		free(fresh_lost);
+		return false; /* this target's window goes on */
+	}
+	j->t = t;
+	j->win = t->win;
+	j->lost = t->lost;
+	if (fx_procs_names(p->procs, j->win, &j->names, &j->nnames) < 0)
+		j->nnames = 0;
+	p->tot.samples += j->win->counters.samples;
+	p->tot.truncated += j->win->counters.truncated;
+	p->tot.dropped += j->win->counters.dropped_stacks;
+	t->win = fresh;
+	t->lost = fresh_lost;
+	return true;
+}
+
+/* Closes the open windows at @end (CLOCK_MONOTONIC) and hands them to the
+ * publisher. With @reopen, fresh windows take their place; without, the
+ * targets are left without windows (a reconfigure replaces them). */
+static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
+{
+	struct gen *g = p->g;
+	struct batch *b = calloc(1, sizeof(*b) + g->nt * sizeof(struct job));
+
+	if (b) {
+		b->g = g;
+		b->seq = p->seq;
+		b->start_mono = p->win_start;
+		b->end_mono = end;
+		/* Integer nanoseconds to milliseconds once: a boundary stays exact. */
+		b->start_wall_ms = (double)((int64_t)p->win_start + p->wall_minus_mono) / 1e6;
+		b->end_wall_ms = (double)((int64_t)end + p->wall_minus_mono) / 1e6;
+		for (size_t i = 0; i < g->nt; i++) {
+			if (!take_window(p, &g->t[i], &b->jobs[b->njobs], reopen))
+				break;
+			b->njobs++;
+		}
+	}
+	p->seq++;
+	p->tot.windows++;
+	__atomic_add_fetch(&p->stats.windows, 1, __ATOMIC_RELAXED);
+	p->tot.targets = g->nt;
+	p->tot.attached = 0;
+	for (size_t i = 0; i < g->nt; i++)
+		p->tot.attached += g->t[i].cgroup ? g->t[i].cg_id != 0 : 1;
+	__atomic_store_n(&p->stats.samples, p->tot.samples, __ATOMIC_RELAXED);
+	if (!b)
+		return;
+	/* What these windows, the live processes and any window left open
+	 * (out of memory for a fresh one) use keeps its fd until the publisher
+	 * has written them. */
+	for (size_t i = 0; i < b->njobs; i++)
+		mark_objects(p, b->jobs[i].win);
+	for (size_t i = 0; i < g->nt; i++)
+		mark_objects(p, g->t[i].win);
+	fx_procs_mark_objects(p->procs);
+	b->epoch = fx_objects_end_epoch(p->objs);
+	b->tot = p->tot;
+	fx_publish_push(p->pub, b);
+}
+
+/* The end of the window that starts at @start: the next multiple of the
+ * window length since the epoch (windows align to the wall clock). */
+static uint64_t window_end(const struct fx_pipeline *p, uint64_t start)
+{
+	uint64_t wlen = (uint64_t)p->g->cfg->window.seconds * 1000000000ull;
+	uint64_t wall = (uint64_t)((int64_t)start + p->wall_minus_mono);
+
+	if (!p->opts.rotate)
+		return UINT64_MAX;
+	return start + (wlen - wall % wlen);
+}
+
+static void debug_state(struct fx_pipeline *p, size_t reaped)
+{
+	struct fx_dwunwind_stats ds;
+
+	if (fx_log_get_level() < FX_LOG_DEBUG)
+		return;
+	if (fx_unwind_dwarf(p->unwinder)) {
+		fx_dwunwind_get_stats(fx_unwind_dwarf(p->unwinder), &ds);
+		fx_debug("dwarf: %" PRIu64 " processes cached, %" PRIu64 " created, %" PRIu64
+			 " evicted, %" PRIu64 " dropped idle",
+			 ds.live, ds.dwfl_new, ds.evicted, ds.idle_dropped);
+	}
+	if (reaped)
+		fx_debug("procs: %zu processes gone without an EXIT record", reaped);
+}
+
+/* Closes the open windows at @end and opens the next ones. This is all the
+ * sampling thread spends on a window change. */
+static void rotate(struct fx_pipeline *p, uint64_t end)
+{
+	uint64_t t0 = fx_now_ns(CLOCK_MONOTONIC), c0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID), took,
+		 cpu;
+	struct fx_pipeline_stats *st = &p->stats;
+
+	close_windows(p, end, true);
+	/* Processes that did not run for a whole window give their Dwfl back. */
+	fx_unwind_drop_idle(p->unwinder, p->unwind_mark);
+	p->unwind_mark = fx_unwind_mark(p->unwinder);
+	debug_state(p, fx_procs_reap_gone(p->procs, REAP_BUDGET));
+	fx_procs_sweep(p->procs);
+	fx_targets_resolve(p);
+	p->win_start = end;
+	p->win_end = window_end(p, end);
+	took = fx_now_ns(CLOCK_MONOTONIC) - t0;
+	cpu = fx_now_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+	st->rotation_ns_sum += took;
+	st->rotation_cpu_ns_sum += cpu;
+	if (took > st->rotation_ns_max)
+		st->rotation_ns_max = took;
+	if (cpu > st->rotation_cpu_ns_max)
+		st->rotation_cpu_ns_max = cpu;
+}
+
+/* ---- sources ---- */
+
+/* Opens the perf events (disabled), the unwinder and the recorder for the
+ * current config. */
+static int open_sampling(struct fx_pipeline *p)
+{
+	const struct fx_config *cfg = p->g->cfg;
+	struct fx_sampler_opts so = { .frequency = cfg->sampling.frequency,
+				      .kernel = cfg->sampling.kernel_stacks,
+				      .user_regs_stack = cfg->sampling.dwarf,
+				      .stack_bytes = cfg->sampling.stack_bytes,
+				      .ring_pages = cfg->sampling.ring_bytes /
+						    (size_t)sysconf(_SC_PAGESIZE),
+				      .cgroups = p->g->cgroup_mode };
+	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
+				     .kernel = cfg->sampling.kernel_stacks,
+				     .max_procs = UNWIND_CACHE_PROCS,
+				     .objs = p->objs };
+	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle,
+				       .pids = p->opts.pids,
+				       .npids = p->opts.npids };
+	struct fx_recorder_sink sink = {
+		.before_sample = before_sample, .route = fx_targets_route, .lost = on_lost, .ctx = p
+	};
+	int ret;
+
+	if (p->g->cgroup_mode && !p->mount[0]) {
+		ret = fx_cgroup_find_mount("/proc/self/mountinfo", p->mount, sizeof(p->mount));
+		if (ret < 0)
+			return ret;
+	}
+	ret = fx_sampler_open(&so, &p->sampler);
+	if (ret < 0)
+		return ret;
+	p->unwinder = fx_unwind_new(&uo);
+	if (!p->unwinder)
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up unwinding");
+	if (p->g->cgroup_mode) {
+		fx_targets_resolve(p);
+		if (p->g->filter_procs) {
+			ret = fx_targets_add_root(p);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	/* Without a window: the sink routes every sample. */
+	fx_recorder_init(&p->rec, &ro, fx_sampler_fmt(p->sampler), p->procs, p->unwinder, NULL);
+	fx_recorder_set_sink(&p->rec, &sink);
+	return 0;
+}
+
+static void close_sampling(struct fx_pipeline *p)
+{
+	fx_unwind_free(p->unwinder);
+	fx_sampler_free(p->sampler);
+	p->unwinder = NULL;
+	p->sampler = NULL;
+}
+
+int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **out)
+{
+	struct fx_pipeline *p = calloc(1, sizeof(*p));
+	int ret;
+
+	if (!p)
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+	p->opts = *opts;
+	pthread_mutex_init(&p->gen_mu, NULL);
+	p->g = fx_targets_gen_new(opts->cfg, NULL);
+	p->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
+	p->procs = p->objs ? fx_procs_new(p->objs, "/proc") : NULL;
+	if (!p->g || !p->procs) {
+		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		goto fail;
+	}
+	ret = fx_publish_new(p, &p->pub);
+	if (ret < 0)
+		goto fail;
+	ret = open_sampling(p);
+	if (ret < 0)
+		goto fail;
+	*out = p;
+	return 0;
+fail:
+	fx_pipeline_free(p);
+	return ret;
+}
+
+int fx_pipeline_start(struct fx_pipeline *p)
+{
+	uint64_t wall = fx_now_ns(CLOCK_REALTIME), mono = fx_now_ns(CLOCK_MONOTONIC);
+
+	p->wall_minus_mono = (int64_t)wall - (int64_t)mono;
+	p->win_start = mono;
+	p->win_end = window_end(p, mono);
+	return fx_sampler_enable(p->sampler);
+}
+
+static int read_rings(struct fx_pipeline *p, int timeout_ms)
+{
+	int ret = fx_sampler_poll(p->sampler, timeout_ms, fx_recorder_handle, &p->rec);
+
+	if (ret < 0)
+		fx_log_errno(FX_LOG_ERR, -ret, "cannot read the perf rings");
+	return ret;
+}
+
+int fx_pipeline_step(struct fx_pipeline *p, int max_wait_ms)
+{
+	uint64_t now = fx_now_ns(CLOCK_MONOTONIC), left_ms;
+	int ret;
+
+	/* The clock passed the window's end: what the rings hold from before
+	 * it goes in first (before_sample() rotates at the first later
+	 * sample). A reader that fell behind, on a loaded host, would otherwise
+	 * put a window's samples in the next one. */
+	if (now >= p->win_end) {
+		ret = read_rings(p, 0);
+		if (ret < 0 || p->hold)
+			return ret;
+		if (now >= p->win_end)
+			rotate(p, p->win_end);
+	}
+	if (p->g->cgroup_mode && now - p->last_check >= 1000000000ull) {
+		fx_targets_recheck(p);
+		p->last_check = now;
+	}
+	now = fx_now_ns(CLOCK_MONOTONIC);
+	left_ms = p->win_end > now ? (p->win_end - now) / 1000000 + 1 : 0;
+	return read_rings(p, left_ms < (uint64_t)max_wait_ms ? (int)left_ms : max_wait_ms);
+}
+
+uint64_t fx_pipeline_window_end(const struct fx_pipeline *p)
+{
+	return p->win_end;
+}
+
+void fx_pipeline_hold(struct fx_pipeline *p)
+{
+	p->hold = true;
+}
+
+static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
+{
+	return a->sampling.frequency == b->sampling.frequency &&
+	       a->sampling.dwarf == b->sampling.dwarf &&
+	       a->sampling.stack_bytes == b->sampling.stack_bytes &&
+	       a->sampling.ring_bytes == b->sampling.ring_bytes &&
+	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&
+	       a->sampling.include_idle == b->sampling.include_idle;
+}
+
+/* Keeps the perf events: detaches the old targets' cgroups and attaches the
+ * new ones'. */
+static int retarget(struct fx_pipeline *p, const struct gen *old)
+{
+	bool had_root = old->cgroup_mode && old->filter_procs;
+
+	if (!p->g->cgroup_mode)
+		return 0;
+	for (size_t i = 0; i < old->nt; i++)
+		if (old->t[i].cg_id)
+			fx_sampler_remove_cgroup(p->sampler, (uint32_t)i);
+	if (had_root && !p->g->filter_procs)
+		fx_sampler_remove_cgroup(p->sampler, TAG_ROOT);
+	fx_targets_resolve(p);
+	return p->g->filter_procs && !had_root ? fx_targets_add_root(p) : 0;
+}
+
+int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
+{
+	struct gen *old = p->g, *ng = fx_targets_gen_new(cfg, cfg);
+	bool reopen;
+	uint64_t cut;
+	int ret;
+
+	p->hold = false;
+	if (!ng) {
+		fx_config_release(cfg);
+		free(cfg);
+		fx_log(FX_LOG_ERR, "out of memory applying the reloaded config: the running "
+				   "config stays");
+		return 0;
+	}
+	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode;
+	fx_sampler_disable(p->sampler);
+	fx_sampler_flush(p->sampler, fx_recorder_handle, &p->rec);
+	cut = fx_now_ns(CLOCK_MONOTONIC);
+	close_windows(p, cut, false);
+	if (reopen)
+		close_sampling(p);
+	p->g = ng;
+	ret = reopen ? open_sampling(p) : retarget(p, old);
+	fx_targets_gen_put(p, old);
+	p->win_start = cut;
+	p->win_end = window_end(p, cut);
+	if (ret == 0)
+		ret = fx_sampler_enable(p->sampler);
+	if (ret < 0)
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot sample with the reloaded config");
+	fx_log(FX_LOG_NOTICE, "reloaded config applied: %zu target%s, %u s windows%s", ng->nt,
+	       ng->nt == 1 ? "" : "s", cfg->window.seconds,
+	       reopen ? ", perf events opened again" : "");
+	return 0;
+}
+
+int fx_pipeline_finish(struct fx_pipeline *p)
+{
+	int ret;
+
+	fx_sampler_disable(p->sampler);
+	/* What the rings still hold belongs to the last window. */
+	ret = fx_sampler_flush(p->sampler, fx_recorder_handle, &p->rec);
+	if (ret < 0)
+		fx_log_errno(FX_LOG_ERR, -ret, "cannot read the perf rings");
+	p->hold = true; /* no rotation from here */
+	close_windows(p, fx_now_ns(CLOCK_MONOTONIC), false);
+	if (!p->opts.thread) {
+		/* The rings and the unwinder's per-process Dwfl are done with:
+		 * they go before the symbolizer reads debug info, so the two
+		 * peaks do not add. */
+		fx_sampler_free(p->sampler);
+		p->sampler = NULL;
+		fx_unwind_drop_idle(p->unwinder, fx_unwind_mark(p->unwinder));
+		malloc_trim(0);
+	}
+	fx_publish_finish(p->pub);
+	if (ret == 0 && __atomic_load_n(&p->stats.chunk_errors, __ATOMIC_RELAXED))
+		ret = -EIO;
+	return ret;
+}
+
+void fx_pipeline_begin_stop(struct fx_pipeline *p, uint64_t deadline_ns)
+{
+	fx_publish_begin_stop(p->pub, deadline_ns);
+}
+
+int fx_pipeline_drain(struct fx_pipeline *p, uint64_t timeout_ms)
+{
+	return fx_publish_drain(p->pub, timeout_ms);
+}
+
+const char *fx_pipeline_where(const struct fx_pipeline *p)
+{
+	return fx_publish_where(p->pub);
+}
+
+void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out)
+{
+	__atomic_load(&p->stats.chunks, &out->chunks, __ATOMIC_RELAXED);
+	*out = p->stats;
+}
+
+const struct fx_unwinder *fx_pipeline_unwinder(const struct fx_pipeline *p)
+{
+	return p->unwinder;
+}
+
+void fx_pipeline_free(struct fx_pipeline *p)
+{
+	if (!p)
+		return;
+	fx_publish_free(p->pub);
+	fx_targets_gen_put(p, p->g);
+	close_sampling(p);
+	fx_procs_free(p->procs);
+	fx_objects_free(p->objs);
+	pthread_mutex_destroy(&p->gen_mu);
+	free(p);
+}

@@ -1,0 +1,551 @@
+/* SPDX-License-Identifier: MIT */
+/* The publisher: takes closed windows in batches, symbolizes each in one
+ * pass, encodes it (report.h) and hands the chunk to the sink. On its own
+ * thread for the daemon, on the caller's for --once. It owns the symbolizer,
+ * the kernel's symbols and the sinks; a batch made with a reloaded config
+ * gets the symbolizer and sinks of that config. */
+#include <errno.h>
+#include <inttypes.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fxagent/kallsyms.h"
+#include "fxagent/log.h"
+#include "fxagent/metrics.h"
+#include "fxagent/report.h"
+#include "fxagent/service.h"
+#include "fxagent/util.h"
+#include "pipeline_int.h"
+
+struct publisher {
+	struct fx_pipeline *p;
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct batch *head, *tail; /* under mu */
+	bool quit;		   /* under mu */
+	uint64_t stop_at;	   /* CLOCK_MONOTONIC; set once a stop began; under mu */
+	/* The sinks: the one file (--once --output), or output.directory and,
+	 * with upload.url, the spool, which takes the chunks while it works. */
+	struct fx_sink *file;
+	struct fx_sink *spool;		 /* under mu (a stop may begin) */
+	struct gen *sink_gen;		 /* the config the sinks were made for */
+	struct fx_shipper_stats up_base; /* counts of the spool sinks replaced */
+	/* The publisher thread's own. */
+	struct gen *sym_gen; /* the config the symbolizer was made for */
+	struct fx_symbolizer *sym;
+	uint64_t sym_mark;
+	struct fx_symbolizer_stats sym_base; /* counts of the symbolizers replaced */
+	struct fx_kallsyms *ks;
+	uint64_t ks_modules;
+	bool metrics_failed; /* said once */
+};
+
+static struct fx_sink *current_sink(struct publisher *pub)
+{
+	struct fx_sink *s;
+
+	pthread_mutex_lock(&pub->mu);
+	s = pub->spool ? pub->spool : pub->file;
+	pthread_mutex_unlock(&pub->mu);
+	return s;
+}
+
+/* ---- one chunk per target ---- */
+
+static void write_job(struct publisher *pub, struct batch *b, struct job *j)
+{
+	struct fx_pipeline *p = pub->p;
+	const struct fx_config *cfg = b->g->cfg;
+	struct fx_sink *sink = current_sink(pub);
+	struct fx_sink_chunk c = { .target = j->t->name,
+				   .seq = b->seq,
+				   .start_wall_ms = b->start_wall_ms,
+				   .end_wall_ms = b->end_wall_ms };
+	struct fx_report_stats rs;
+	struct fx_report_input in = {
+		.window = j->win,
+		.names = j->names,
+		.nnames = j->nnames,
+		.objs = p->objs,
+		.symbolizer = pub->sym,
+		.kallsyms = pub->ks,
+		.lost = j->lost->ev,
+		.nlost = j->lost->n,
+		.meta = {
+			.start_time_ms = b->start_wall_ms,
+			.start_ns = b->start_mono,
+			.end_ns = b->end_mono,
+			.end_time_ms = b->end_wall_ms,
+			.interval_ms = 1000.0 / cfg->sampling.frequency,
+			.product = "fxagent",
+			.host = b->g->host,
+			.target = j->t->name,
+			.seq = b->seq,
+			.labels = j->t->labels,
+			.nlabels = j->t->nlabels,
+			.samples = j->win->counters.samples,
+			.lost = j->win->counters.lost,
+			.truncated = j->win->counters.truncated,
+			.dropped = j->win->counters.dropped_stacks,
+		},
+		.seq = b->seq,
+		.marker_pid = (uint32_t)getpid(),
+		.marker_name = "fxagent",
+		.on_symbolize = p->opts.on_symbolize,
+	};
+
+	if (fx_sink_prepare(sink, &c) < 0 || fx_report_write(&in, c.path, &rs) < 0) {
+		__atomic_add_fetch(&p->stats.chunk_errors, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	fx_log_fields(FX_LOG_INFO, j->t->name, c.id,
+		      "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes", c.path,
+		      rs.profile.samples, rs.profile.bytes);
+	fx_sink_commit(sink, &c);
+	snprintf(p->stats.last_path, sizeof(p->stats.last_path), "%s", c.path);
+	p->stats.last_samples = rs.profile.samples;
+	p->stats.last_threads = rs.profile.threads;
+	p->stats.last_bytes = rs.profile.bytes;
+	p->stats.last_frames = j->win->nframes;
+	p->stats.last_stacks = j->win->nstacks;
+	p->stats.last_objects = rs.objects;
+	__atomic_add_fetch(&p->stats.chunks, 1, __ATOMIC_RELAXED);
+}
+
+static void free_batch(struct fx_pipeline *p, struct batch *b)
+{
+	for (size_t i = 0; i < b->njobs; i++) {
+		fx_targets_window_free(b->jobs[i].win);
+		free(b->jobs[i].lost);
+		free(b->jobs[i].names);
+	}
+	fx_targets_gen_put(p, b->g);
+	free(b);
+}
+
+/* ---- what a reloaded config changes ---- */
+
+static bool same_symbolization(const struct fx_config *a, const struct fx_config *b)
+{
+	if (a->symbolization.demangle != b->symbolization.demangle ||
+	    a->symbolization.max_memory != b->symbolization.max_memory ||
+	    a->symbolization.ndebug_dirs != b->symbolization.ndebug_dirs)
+		return false;
+	for (size_t i = 0; i < a->symbolization.ndebug_dirs; i++)
+		if (strcmp(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]))
+			return false;
+	return true;
+}
+
+static struct fx_symbolizer *symbolizer_for(const struct fx_config *cfg)
+{
+	const char *const *dirs = (const char *const *)cfg->symbolization.debug_dirs;
+	struct fx_symbolizer_opts so = { .debug_dirs = cfg->symbolization.ndebug_dirs ? dirs : NULL,
+					 .no_demangle = !cfg->symbolization.demangle,
+					 .max_bytes = cfg->symbolization.max_memory };
+
+	return fx_symbolizer_new(&so);
+}
+
+/* The symbolizer of @g's config: kept while the settings stay the same. */
+static void switch_symbolizer(struct publisher *pub, struct gen *g)
+{
+	if (!pub->sym || !same_symbolization(pub->sym_gen->cfg, g->cfg)) {
+		struct fx_symbolizer *ns = symbolizer_for(g->cfg);
+
+		if (ns) {
+			struct fx_symbolizer_stats ss;
+
+			if (pub->sym) {
+				fx_symbolizer_get_stats(pub->sym, &ss);
+				pub->sym_base.lookups += ss.lookups;
+				pub->sym_base.cache_hits += ss.cache_hits;
+			}
+			fx_symbolizer_free(pub->sym);
+			pub->sym = ns;
+			pub->sym_mark = 0;
+		}
+	}
+	if (pub->sym_gen != g) {
+		fx_targets_gen_get(pub->p, g);
+		fx_targets_gen_put(pub->p, pub->sym_gen);
+		pub->sym_gen = g;
+	}
+}
+
+/* A hash of /proc/modules: kernel symbols change only when modules do, and
+ * reading /proc/kallsyms costs tens of milliseconds of CPU. */
+static uint64_t modules_hash(void)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen("/proc/modules", "re");
+
+	if (!f)
+		return 0;
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ (uint8_t)buf[i]) * 0x100000001b3ULL;
+	fclose(f);
+	return h;
+}
+
+static void refresh_kallsyms(struct publisher *pub, const struct fx_config *cfg)
+{
+	uint64_t h;
+
+	if (!cfg->sampling.kernel_stacks)
+		return;
+	h = modules_hash();
+	/* Modules come and go: read the kernel's symbols again then. */
+	if (!pub->ks || h != pub->ks_modules) {
+		fx_kallsyms_free(pub->ks);
+		pub->ks = fx_kallsyms_load_system();
+		pub->ks_modules = h;
+	}
+}
+
+/* A reloaded config gets a new uploader: upload settings, tokens and
+ * certificates are read again. What the old one had not sent stays in its
+ * spool; the new one picks it up when the spool is the same. */
+static void switch_sinks(struct publisher *pub, struct gen *g)
+{
+	struct fx_sink *old, *s = NULL, *dir = NULL;
+	struct fx_shipper_stats st;
+	uint64_t stop_at;
+
+	/* A new output.directory is checked as at start; refused, the old one
+	 * stays (the reload's config check refused it already, normally). */
+	if (!pub->p->opts.output && pub->file &&
+	    strcmp(pub->sink_gen->cfg->output.directory, g->cfg->output.directory) != 0 &&
+	    fx_sink_dir_new(g->cfg->output.directory, &dir) == 0) {
+		fx_sink_free(pub->file, 0);
+		pub->file = dir;
+	}
+	/* The sampling thread may begin a stop on the spool sink meanwhile. */
+	pthread_mutex_lock(&pub->mu);
+	old = pub->spool;
+	pub->spool = NULL;
+	stop_at = pub->stop_at;
+	pthread_mutex_unlock(&pub->mu);
+	fx_sink_get_stats(old, &st);
+	pub->up_base.uploaded += st.uploaded;
+	pub->up_base.retried += st.retried;
+	pub->up_base.rejected += st.rejected;
+	pub->up_base.refused += st.refused;
+	pub->up_base.dropped += st.dropped;
+	fx_sink_free(old, stop_at);
+	fx_targets_gen_get(pub->p, g);
+	fx_targets_gen_put(pub->p, pub->sink_gen);
+	pub->sink_gen = g;
+	if (!g->cfg->upload.url)
+		return;
+	if (fx_sink_spool_new(g->cfg, g->host, &s) < 0) {
+		fx_log(FX_LOG_ERR, "uploads stop until the next reload; chunks go to %s meanwhile",
+		       g->cfg->output.directory);
+		return;
+	}
+	pthread_mutex_lock(&pub->mu);
+	pub->spool = s;
+	if (pub->stop_at)
+		fx_sink_begin_stop(s, pub->stop_at);
+	pthread_mutex_unlock(&pub->mu);
+}
+
+/* ---- status after each window ---- */
+
+/* The agent's counters, for node_exporter's textfile collector. */
+static void write_metrics(struct publisher *pub, const struct batch *b,
+			  const struct fx_shipper_stats *st)
+{
+	const char *path = b->g->cfg->metrics.textfile;
+	const struct fx_pipeline_stats *ps = &pub->p->stats;
+	const struct fx_shipper_stats *ub = &pub->up_base;
+	struct fx_symbolizer_stats ss = { 0 };
+	const struct totals *t = &b->tot;
+	int ret;
+
+	if (!path)
+		return;
+	if (pub->sym)
+		fx_symbolizer_get_stats(pub->sym, &ss);
+	const struct fx_metric m[] = {
+		{ "fxagent_windows_total", "Windows closed.", false, NULL, NULL,
+		  (double)t->windows },
+		{ "fxagent_samples_total", "Samples recorded.", false, NULL, NULL,
+		  (double)t->samples },
+		{ "fxagent_lost_samples_total", "Samples the kernel lost (rings overflowed).",
+		  false, NULL, NULL, (double)t->lost },
+		{ "fxagent_truncated_stacks_total", "Samples whose stack was cut short.", false,
+		  NULL, NULL, (double)t->truncated },
+		{ "fxagent_dropped_stacks_total",
+		  "Samples whose stack did not fit under window.max_stacks.", false, NULL, NULL,
+		  (double)t->dropped },
+		{ "fxagent_chunks_written_total", "Chunks written.", false, NULL, NULL,
+		  (double)__atomic_load_n(&ps->chunks, __ATOMIC_RELAXED) },
+		{ "fxagent_chunk_errors_total", "Chunks that could not be written.", false, NULL,
+		  NULL, (double)__atomic_load_n(&ps->chunk_errors, __ATOMIC_RELAXED) },
+		{ "fxagent_chunks_uploaded_total", "Chunks the collector accepted.", false, NULL,
+		  NULL, (double)(ub->uploaded + st->uploaded) },
+		{ "fxagent_upload_retries_total", "Failed uploads that will be tried again.", false,
+		  NULL, NULL, (double)(ub->retried + st->retried) },
+		{ "fxagent_chunks_rejected_total",
+		  "Chunks the collector refused (moved to rejected/).", false, NULL, NULL,
+		  (double)(ub->rejected + st->rejected) },
+		{ "fxagent_spool_files_refused_total",
+		  "Spool files that failed the check before sending (moved to rejected/ unsent).",
+		  false, NULL, NULL, (double)(ub->refused + st->refused) },
+		{ "fxagent_chunks_dropped_total", "Chunks dropped by the spool's bounds.", false,
+		  NULL, NULL, (double)(ub->dropped + st->dropped) },
+		{ "fxagent_spool_chunks", "Chunks waiting in the spool.", true, NULL, NULL,
+		  (double)st->pending },
+		{ "fxagent_spool_bytes", "Bytes of the chunks waiting in the spool.", true, NULL,
+		  NULL, (double)st->spool_bytes },
+		{ "fxagent_symbol_lookups_total", "Addresses symbolized.", false, NULL, NULL,
+		  (double)(pub->sym_base.lookups + ss.lookups) },
+		{ "fxagent_symbol_cache_hits_total", "Addresses answered from the symbol cache.",
+		  false, NULL, NULL, (double)(pub->sym_base.cache_hits + ss.cache_hits) },
+		{ "fxagent_targets", "Targets configured (1: the whole system).", true, NULL, NULL,
+		  (double)t->targets },
+		{ "fxagent_targets_sampled", "Targets being sampled (a cgroup found).", true, NULL,
+		  NULL, (double)t->attached },
+		{ "fxagent_last_window_end_seconds", "Wall-clock end of the last window written.",
+		  true, NULL, NULL, b->end_wall_ms / 1000.0 },
+		{ "fxagent_info", "The agent's version.", true, "version", FX_VERSION, 1 },
+	};
+
+	ret = fx_metrics_write(path, m, sizeof(m) / sizeof(m[0]));
+	if (ret < 0 && !pub->metrics_failed)
+		fx_log_errno(FX_LOG_WARN, -ret,
+			     "cannot write the metrics file %s (metrics.textfile)", path);
+	pub->metrics_failed = ret < 0;
+}
+
+static void debug_state(struct publisher *pub)
+{
+	struct fx_symbolizer_stats ss;
+	struct fx_objects_stats os;
+
+	if (fx_log_get_level() < FX_LOG_DEBUG)
+		return;
+	if (pub->sym) {
+		fx_symbolizer_get_stats(pub->sym, &ss);
+		fx_debug("symbolizer: %" PRIu64 " objects, %.1f MiB (debug sections %.1f MiB)",
+			 ss.objects_held, (double)ss.bytes / 1048576.0,
+			 (double)ss.dwarf_bytes / 1048576.0);
+	}
+	fx_objects_get_stats(pub->p->objs, &os);
+	fx_debug("objects: %" PRIu64 " known, %" PRIu64 " fds open, %" PRIu64
+		 " closed as unused, %" PRIu64 " opened again",
+		 os.objects, os.fds, os.closed_unused, os.reopened);
+}
+
+static void report_status(struct publisher *pub, const struct batch *b)
+{
+	struct fx_shipper_stats st;
+	uint64_t nsamples = 0;
+
+	fx_sink_get_stats(pub->spool, &st);
+	if (pub->spool)
+		fx_log(FX_LOG_INFO,
+		       "upload: %" PRIu64 " chunks uploaded, %" PRIu64 " retried, %" PRIu64
+		       " rejected, %" PRIu64 " dropped; %" PRIu64 " pending (%" PRIu64 " bytes)",
+		       st.uploaded, st.retried, st.rejected, st.dropped, st.pending,
+		       st.spool_bytes);
+	debug_state(pub);
+	if (!pub->p->opts.report_status)
+		return;
+	write_metrics(pub, b, &st);
+	for (size_t i = 0; i < b->njobs; i++)
+		nsamples += b->jobs[i].win->counters.samples;
+	fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64
+			   " samples in the last window; %" PRIu64 " chunks written, %" PRIu64
+			   " uploaded, %" PRIu64 " pending",
+			   b->tot.attached, b->tot.targets, nsamples,
+			   __atomic_load_n(&pub->p->stats.chunks, __ATOMIC_RELAXED),
+			   pub->up_base.uploaded + st.uploaded, st.pending);
+}
+
+/* ---- one batch ---- */
+
+static void write_batch(struct publisher *pub, struct batch *b)
+{
+	uint64_t mark;
+
+	if (b->g != pub->sink_gen)
+		switch_sinks(pub, b->g);
+	switch_symbolizer(pub, b->g);
+	refresh_kallsyms(pub, b->g->cfg);
+	if (pub->sym) {
+		mark = fx_symbolizer_batch(pub->sym);
+		for (size_t i = 0; i < b->njobs; i++)
+			write_job(pub, b, &b->jobs[i]);
+		/* Objects no chunk of this window or the one before used give
+		 * their memory back. */
+		fx_symbolizer_drop_idle(pub->sym, pub->sym_mark);
+		pub->sym_mark = mark + 1;
+	} else {
+		fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot symbolize window %" PRId64, b->seq);
+		__atomic_add_fetch(&pub->p->stats.chunk_errors, b->njobs, __ATOMIC_RELAXED);
+	}
+	/* Binaries no live process maps and no window still to be written uses
+	 * give their fds back. */
+	fx_objects_close_unused(pub->p->objs, b->epoch);
+	/* What the window's tables and dropped caches freed goes back to the
+	 * system, not only to malloc's free lists (all arenas). */
+	malloc_trim(0);
+	report_status(pub, b);
+	free_batch(pub->p, b);
+}
+
+static struct batch *next_batch(struct publisher *pub, bool wait)
+{
+	struct batch *b;
+
+	pthread_mutex_lock(&pub->mu);
+	while (wait && !pub->head && !pub->quit)
+		pthread_cond_wait(&pub->cv, &pub->mu);
+	b = pub->head;
+	if (b) {
+		pub->head = b->next;
+		if (!pub->head)
+			pub->tail = NULL;
+	}
+	pthread_mutex_unlock(&pub->mu);
+	return b;
+}
+
+static void *publisher_thread(void *arg)
+{
+	struct publisher *pub = arg;
+	struct batch *b;
+
+	while ((b = next_batch(pub, true)))
+		write_batch(pub, b);
+	return NULL; /* quit, and nothing left */
+}
+
+/* ---- the pipeline's side ---- */
+
+static int open_sinks(struct publisher *pub, const struct gen *g)
+{
+	const struct fx_pipeline_opts *o = &pub->p->opts;
+	int ret;
+
+	if (o->output)
+		return fx_sink_file_new(o->output, &pub->file);
+	/* output.directory: the chunks' place without upload.url, and while
+	 * the uploader of a reloaded config cannot start. */
+	if (o->rotate) {
+		ret = fx_sink_dir_new(g->cfg->output.directory, &pub->file);
+		if (ret < 0)
+			return ret;
+	}
+	if (g->cfg->upload.url)
+		return fx_sink_spool_new(g->cfg, g->host, &pub->spool);
+	return pub->file ? 0 : -EINVAL;
+}
+
+int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
+{
+	struct publisher *pub = calloc(1, sizeof(*pub));
+	int ret;
+
+	if (!pub)
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+	pub->p = p;
+	pthread_mutex_init(&pub->mu, NULL);
+	pthread_cond_init(&pub->cv, NULL);
+	/* The publisher's references to the first config. */
+	fx_targets_gen_get(p, p->g);
+	fx_targets_gen_get(p, p->g);
+	pub->sym_gen = pub->sink_gen = p->g;
+	*out = pub;
+	ret = open_sinks(pub, p->g);
+	if (ret < 0 || !p->opts.thread)
+		return ret;
+	ret = pthread_create(&pub->thread, NULL, publisher_thread, pub);
+	if (ret)
+		return fx_log_errno(FX_LOG_ERR, ret, "cannot start the publisher thread");
+	pub->started = true;
+	pthread_setname_np(pub->thread, "fx-publish");
+	return 0;
+}
+
+void fx_publish_push(struct publisher *pub, struct batch *b)
+{
+	fx_targets_gen_get(pub->p, b->g);
+	pthread_mutex_lock(&pub->mu);
+	if (pub->tail)
+		pub->tail->next = b;
+	else
+		pub->head = b;
+	pub->tail = b;
+	pthread_cond_signal(&pub->cv);
+	pthread_mutex_unlock(&pub->mu);
+}
+
+void fx_publish_finish(struct publisher *pub)
+{
+	struct batch *b;
+
+	if (pub->started) {
+		pthread_mutex_lock(&pub->mu);
+		pub->quit = true;
+		pthread_cond_signal(&pub->cv);
+		pthread_mutex_unlock(&pub->mu);
+		pthread_join(pub->thread, NULL);
+		pub->started = false;
+		return;
+	}
+	while ((b = next_batch(pub, false)))
+		write_batch(pub, b);
+}
+
+void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns)
+{
+	pthread_mutex_lock(&pub->mu);
+	if (!pub->stop_at) {
+		pub->stop_at = deadline_ns;
+		fx_sink_begin_stop(pub->spool, deadline_ns);
+	}
+	pthread_mutex_unlock(&pub->mu);
+}
+
+int fx_publish_drain(struct publisher *pub, uint64_t timeout_ms)
+{
+	return fx_sink_drain(current_sink(pub), timeout_ms);
+}
+
+const char *fx_publish_where(const struct publisher *pub)
+{
+	return pub->spool ? pub->spool->where : pub->file ? pub->file->where : "";
+}
+
+void fx_publish_free(struct publisher *pub)
+{
+	uint64_t deadline;
+
+	if (!pub)
+		return;
+	fx_publish_finish(pub);
+	/* What is left goes while the collector answers, by the stop's
+	 * deadline (a second from now without one). */
+	deadline = pub->stop_at ? pub->stop_at : fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull;
+	fx_sink_free(pub->spool, deadline);
+	fx_sink_free(pub->file, 0);
+	fx_kallsyms_free(pub->ks);
+	fx_symbolizer_free(pub->sym);
+	fx_targets_gen_put(pub->p, pub->sym_gen);
+	fx_targets_gen_put(pub->p, pub->sink_gen);
+	pthread_cond_destroy(&pub->cv);
+	pthread_mutex_destroy(&pub->mu);
+	free(pub);
+}
