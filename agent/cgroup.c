@@ -99,8 +99,7 @@ int fx_cgroup_find_mount(const char *mountinfo_path, char *out, size_t len)
 
 	f = fopen(mountinfo_path, "re");
 	if (!f)
-		return fx_log_errno(FX_LOG_ERR, errno, "cannot read %s: %s", mountinfo_path,
-				    strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "cannot read '%s'", mountinfo_path);
 	while (getline(&line, &cap, f) > 0) {
 		rank = mount_rank(line, &mp);
 		if (rank < 0 || rank >= best_rank)
@@ -114,17 +113,16 @@ int fx_cgroup_find_mount(const char *mountinfo_path, char *out, size_t len)
 		best_rank = rank;
 	}
 	if (!best) {
-		ret = fx_log_errno(
-			FX_LOG_ERR, ENOENT,
-			"no cgroup2 file system is mounted (%s): cgroup and systemd_unit "
-			"targets need cgroup v2; boot with systemd.unified_cgroup_hierarchy=1 "
-			"or mount one with 'mount -t cgroup2 none /sys/fs/cgroup/unified'",
-			mountinfo_path);
+		fx_err("no cgroup2 file system is mounted (by '%s'): cgroup and systemd_unit "
+		       "targets need cgroup v2; boot with systemd.unified_cgroup_hierarchy=1 "
+		       "or mount one with 'mount -t cgroup2 none /sys/fs/cgroup/unified'",
+		       mountinfo_path);
+		ret = -ENOENT;
 		goto out;
 	}
 	ret = copy_out(best, out, len);
 	if (ret == 0)
-		fx_debug("cgroup2 is mounted at %s", best);
+		fx_debug("cgroup2 is mounted at '%s'", best);
 out:
 	free(best);
 	free(line);
@@ -188,31 +186,32 @@ int fx_cgroup_resolve_path(const char *mount, const char *path, char *out, size_
 	int ret;
 
 	ret = normalize(path, norm, sizeof(norm));
-	if (ret == -EINVAL)
-		return fx_log_errno(
-			FX_LOG_ERR, EINVAL,
-			"cgroup '%s': expected an absolute path below the cgroup2 mount "
-			"without '.' or '..', like /system.slice/foo.service",
-			path);
+	if (ret == -EINVAL) {
+		fx_err("invalid cgroup '%s': expected an absolute path below the cgroup2 mount "
+		       "without '.' or '..', like /system.slice/foo.service",
+		       path);
+		return -EINVAL;
+	}
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "cgroup '%.200s...': path too long", path);
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot resolve cgroup '%.200s...'", path);
 	ret = stat_dir(mount, norm, &st);
 	if (ret == -ENOENT && mlen > 1 && strncmp(norm, mount, mlen) == 0 && norm[mlen] == '/' &&
-	    stat_dir(mount, norm + mlen, &st) == 0)
-		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "cgroup '%s': give the path below the cgroup2 mount %s, "
-				    "that is %s",
-				    path, mount, norm + mlen);
+	    stat_dir(mount, norm + mlen, &st) == 0) {
+		fx_err("invalid cgroup '%s': give the path below the cgroup2 mount '%s', "
+		       "that is '%s'",
+		       path, mount, norm + mlen);
+		return -EINVAL;
+	}
 	if (ret == -ENOENT) {
-		fx_debug("cgroup %s: no such cgroup below %s", norm, mount);
+		fx_debug("no cgroup '%s' below '%s'", norm, mount);
 		return ret;
 	}
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "cgroup %s below %s: %s", norm, mount,
-				    strerror(-ret));
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot use cgroup '%s' below '%s'", norm,
+				    mount);
 	ret = copy_out(norm, out, len);
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "cgroup %s: path too long", norm);
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot resolve cgroup '%s'", norm);
 	return 0;
 }
 
@@ -235,16 +234,17 @@ static int unit_name(const char *unit, char *out, size_t len)
 	size_t i;
 	int n;
 
-	if (!unit[0] || strchr(unit, '/') || unit[0] == '.')
-		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "systemd unit '%s': expected a unit name like nginx.service",
-				    unit);
+	if (!unit[0] || strchr(unit, '/') || unit[0] == '.') {
+		fx_err("invalid systemd unit '%s': expected a unit name like nginx.service", unit);
+		return -EINVAL;
+	}
 	for (i = 0; dot && i < sizeof(other_types) / sizeof(other_types[0]); i++)
-		if (strcmp(dot, other_types[i]) == 0)
-			return fx_log_errno(FX_LOG_ERR, EINVAL,
-					    "systemd unit %s: %s units have no cgroup; name the "
-					    ".service, .scope or .slice whose processes to profile",
-					    unit, other_types[i]);
+		if (strcmp(dot, other_types[i]) == 0) {
+			fx_err("invalid systemd unit '%s': %s units have no cgroup; name the "
+			       ".service, .scope or .slice whose processes to profile",
+			       unit, other_types[i]);
+			return -EINVAL;
+		}
 	for (i = 0; dot && i < sizeof(cgroup_types) / sizeof(cgroup_types[0]); i++)
 		if (strcmp(dot, cgroup_types[i]) == 0)
 			break;
@@ -253,8 +253,8 @@ static int unit_name(const char *unit, char *out, size_t len)
 	else
 		n = snprintf(out, len, "%s.service", unit);
 	if (n < 0 || (size_t)n >= len)
-		return fx_log_errno(FX_LOG_ERR, ENAMETOOLONG,
-				    "systemd unit '%.100s...': name too long", unit);
+		return fx_log_errno(FX_LOG_ERR, ENAMETOOLONG, "invalid systemd unit '%.100s...'",
+				    unit);
 	return 0;
 }
 
@@ -431,8 +431,8 @@ static int search(const char *mount, const char *unit, char *out, size_t len)
 			    !is_dir_entry(d, de))
 				continue;
 			if (++seen > FX_CGROUP_SEARCH_DIRS) {
-				fx_debug("unit %s: search stopped after %d cgroups below %s", unit,
-					 FX_CGROUP_SEARCH_DIRS, mount);
+				fx_debug("unit '%s': search stopped after %d cgroups below '%s'",
+					 unit, FX_CGROUP_SEARCH_DIRS, mount);
 				full_stop = true;
 				break;
 			}
@@ -451,8 +451,8 @@ static int search(const char *mount, const char *unit, char *out, size_t len)
 	free(b.nodes);
 	free(b.names);
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "unit %s: searching %s: %s", unit, mount,
-				    strerror(-ret));
+		return fx_log_errno(FX_LOG_ERR, -ret,
+				    "cannot search '%s' for the cgroup of unit '%s'", mount, unit);
 	return out[0] ? 0 : -ENOENT;
 }
 
@@ -468,7 +468,7 @@ int fx_cgroup_resolve_unit(const char *mount, const char *unit, char *out, size_
 	if (!standard_place(name, path, sizeof(path)) || stat_dir(mount, path, &st) != 0) {
 		ret = search(mount, name, path, sizeof(path));
 		if (ret == -ENOENT) {
-			fx_debug("unit %s: no cgroup of that name below %s", name, mount);
+			fx_debug("unit '%s': no cgroup of that name below '%s'", name, mount);
 			return ret;
 		}
 		if (ret)
@@ -476,9 +476,9 @@ int fx_cgroup_resolve_unit(const char *mount, const char *unit, char *out, size_
 	}
 	ret = copy_out(path, out, len);
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "unit %s: cgroup path %s too long", name,
-				    path);
-	fx_debug("unit %s: cgroup %s", name, path);
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot resolve cgroup '%s' of unit '%s'",
+				    path, name);
+	fx_debug("unit '%s': cgroup '%s'", name, path);
 	return 0;
 }
 
@@ -501,18 +501,16 @@ int fx_cgroup_open(const char *mount, const char *relpath, int *fd_out, uint64_t
 
 	ret = join(full, sizeof(full), mount, relpath);
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "cgroup %s: path too long", relpath);
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot open cgroup '%s'", relpath);
 	fd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
-		fx_debug("cgroup %s: gone before it could be opened", full);
+		fx_debug("cgroup '%s' is gone before it could be opened", full);
 		return -ENOENT;
 	}
 	if (fd < 0)
-		return fx_log_errno(FX_LOG_ERR, errno, "cannot open cgroup %s: %s", full,
-				    strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "cannot open cgroup '%s'", full);
 	if (fstat(fd, &st)) {
-		ret = fx_log_errno(FX_LOG_ERR, errno, "cannot stat cgroup %s: %s", full,
-				   strerror(errno));
+		ret = fx_log_errno(FX_LOG_ERR, errno, "cannot examine cgroup '%s'", full);
 		close(fd);
 		return ret;
 	}
@@ -530,8 +528,8 @@ int fx_cgroup_id(const char *mount, const char *relpath, uint64_t *id_out)
 	if (ret == -ENOENT)
 		return ret;
 	if (ret)
-		return fx_log_errno(FX_LOG_ERR, -ret, "cgroup %s below %s: %s", relpath, mount,
-				    strerror(-ret));
+		return fx_log_errno(FX_LOG_ERR, -ret, "cannot use cgroup '%s' below '%s'", relpath,
+				    mount);
 	*id_out = st.st_ino;
 	return 0;
 }
@@ -586,6 +584,7 @@ int fx_cgroup_of_pid(const char *proc_root, uint32_t pid, char *out, size_t len)
 	}
 	free(buf);
 	if (ret)
-		fx_debug("cgroup of pid %u from %s: %s", pid, path, strerror(-ret));
-	return ret;
+		return fx_log_errno(FX_LOG_DEBUG, -ret,
+				    "cannot read the cgroup of pid %u from '%s'", pid, path);
+	return 0;
 }

@@ -221,7 +221,7 @@ int fx_chunk_check_fd(int fd, uint64_t size, char *why, size_t whylen)
 			continue;
 		if (n <= 0) {
 			rc = n < 0 ? -errno : -EIO; /* EIO: shorter than its size said */
-			snprintf(why, whylen, "cannot be read: %s", strerror(-rc));
+			snprintf(why, whylen, "unreadable: %s", strerror(-rc));
 			break;
 		}
 		rc = feed(c, buf, (size_t)n);

@@ -225,8 +225,12 @@ static int check_metrics(const char *path, char *err, size_t errlen)
 	if (stat(dir, &st) < 0) {
 		int e = errno;
 
-		snprintf(err, errlen, "%s '%s': its directory '%s' %s", what, path, dir,
-			 e == ENOENT ? "does not exist" : strerror(e));
+		if (e == ENOENT)
+			snprintf(err, errlen, "%s '%s': its directory '%s' does not exist", what,
+				 path, dir);
+		else
+			snprintf(err, errlen, "%s '%s': its directory '%s' cannot be examined: %s",
+				 what, path, dir, strerror(e));
 		return -e;
 	}
 	if (!S_ISDIR(st.st_mode)) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/log.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,15 +118,31 @@ static void escape_message(const char *in, char *out)
 	*out = '\0';
 }
 
-__attribute__((format(printf, 4, 0))) static void log_va(enum fx_log_level level,
+/* Appends ": <error text of @err>" to the message in @msg (@size bytes); a
+ * message too long for both is cut, so the error text is never lost. */
+static void append_error(char *msg, size_t size, int err)
+{
+	char ebuf[128];
+	const char *text = strerror_r(err, ebuf, sizeof(ebuf));
+	size_t mlen = strlen(msg), tlen = strlen(text) + 2;
+
+	if (mlen + tlen >= size)
+		mlen = size - 1 - tlen; /* tlen < sizeof(ebuf) + 2, far below size */
+	snprintf(msg + mlen, size - mlen, ": %s", text);
+}
+
+/* @err is 0 (no error text) or a positive errno value. */
+__attribute__((format(printf, 5, 0))) static void log_va(enum fx_log_level level,
 							 const char *target, const char *chunk_id,
-							 const char *fmt, va_list ap)
+							 int err, const char *fmt, va_list ap)
 {
 	char raw[1024], buf[4 * sizeof(raw)];
 
 	if (level > log_level)
 		return;
 	vsnprintf(raw, sizeof(raw), fmt, ap);
+	if (err)
+		append_error(raw, sizeof(raw), err);
 	escape_message(raw, buf);
 	/* journald gone (stopping, or a test's fake environment): stderr. */
 	if (to_journal && journal_send(level, target, chunk_id, buf) == 0)
@@ -139,7 +156,7 @@ void fx_log(enum fx_log_level level, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_va(level, NULL, NULL, fmt, ap);
+	log_va(level, NULL, NULL, 0, fmt, ap);
 	va_end(ap);
 }
 
@@ -149,16 +166,22 @@ void fx_log_fields(enum fx_log_level level, const char *target, const char *chun
 	va_list ap;
 
 	va_start(ap, fmt);
-	log_va(level, target, chunk_id, fmt, ap);
+	log_va(level, target, chunk_id, 0, fmt, ap);
 	va_end(ap);
 }
 
 int fx_log_errno(enum fx_log_level level, int err, const char *fmt, ...)
 {
+	int saved = errno;
 	va_list ap;
 
+	if (err < 0)
+		err = -err;
+	if (!err)
+		err = EIO;
 	va_start(ap, fmt);
-	log_va(level, NULL, NULL, fmt, ap);
+	log_va(level, NULL, NULL, err, fmt, ap);
 	va_end(ap);
-	return err > 0 ? -err : err;
+	errno = saved;
+	return -err;
 }

@@ -162,14 +162,14 @@ static int permission_error(int err)
 
 	if (read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid) < 0)
 		paranoid = 99;
-	return fx_log_errno(
-		FX_LOG_ERR, err,
-		"cannot open perf events (%s): whole-system profiling needs root or "
-		"CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8) and CAP_SYSLOG for kernel "
-		"symbols; kernel.perf_event_paranoid is %d (without CAP_PERFMON it "
-		"must be -1: sysctl kernel.perf_event_paranoid=-1). Run as root, or "
-		"grant the capabilities: setcap cap_perfmon,cap_syslog+ep fxagent",
-		strerror(err), paranoid);
+	return fx_log_errno(FX_LOG_ERR, err,
+			    "cannot open perf events (whole-system profiling needs root or "
+			    "CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), and CAP_SYSLOG for "
+			    "kernel symbols; kernel.perf_event_paranoid is %d and must be -1 "
+			    "without CAP_PERFMON: sysctl kernel.perf_event_paranoid=-1; run as "
+			    "root, or grant the capabilities: setcap cap_perfmon,cap_syslog+ep "
+			    "fxagent)",
+			    paranoid);
 }
 
 /* The attributes of every event. In cgroup mode, @kind says which: the
@@ -256,7 +256,7 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 			fx_log(FX_LOG_ERR,
 			       "cannot map the perf ring of CPU %u (%zu KiB): over the "
 			       "locked-memory limit (RLIMIT_MEMLOCK %llu KiB, beyond "
-			       "kernel.perf_event_mlock_kb per user). Raise it (LimitMEMLOCK= in "
+			       "kernel.perf_event_mlock_kb per user); raise it (LimitMEMLOCK= in "
 			       "the systemd unit, ulimit -l), grant CAP_IPC_LOCK, or lower "
 			       "sampling.stack_bytes",
 			       cpu, ev->map_len / 1024,
@@ -287,13 +287,15 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	int n, ret = 0;
 
 	if (!opts->frequency || (opts->ring_pages & (opts->ring_pages - 1)) ||
-	    (opts->user_regs_stack && (!opts->stack_bytes || opts->stack_bytes % 8)))
-		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "sampler: frequency must be > 0, ring pages a power of two and "
-				    "the stack copy a multiple of 8 bytes");
+	    (opts->user_regs_stack && (!opts->stack_bytes || opts->stack_bytes % 8))) {
+		fx_err("invalid sampler options: frequency must be > 0, ring pages a power of "
+		       "two and the stack copy a multiple of 8 bytes");
+		return -EINVAL;
+	}
 	n = online_cpus(bitmap);
 	if (n <= 0)
-		return fx_log_errno(FX_LOG_ERR, EIO, "cannot read the list of online CPUs");
+		return fx_log_errno(FX_LOG_ERR, n < 0 ? -n : EIO,
+				    "cannot read the list of online CPUs");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -326,15 +328,16 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 		}
 		if (ret < 0) {
 			if (!s->map_refused)
-				fx_log(FX_LOG_ERR, "cannot open a cpu-clock event on CPU %u: %s",
-				       cpu, strerror(-ret));
+				ret = fx_log_errno(FX_LOG_ERR, -ret,
+						   "cannot open a cpu-clock event on CPU %u", cpu);
 			goto fail;
 		}
 		s->pfd[s->nev] = (struct pollfd){ .fd = s->ev[s->nev].fd, .events = POLLIN };
 		s->nev++;
 	}
 	if (!s->nev) {
-		ret = fx_log_errno(FX_LOG_ERR, ENODEV, "no online CPU could be sampled");
+		fx_err("no online CPU could be sampled");
+		ret = -ENODEV;
 		goto fail;
 	}
 	s->stats.cpus = s->nev;
@@ -379,12 +382,17 @@ void fx_sampler_free(struct fx_sampler *s)
 	free(s);
 }
 
+static const char *ioctl_verb(unsigned long req)
+{
+	return req == PERF_EVENT_IOC_ENABLE ? "enable" : "disable";
+}
+
 static int ioctl_all(struct fx_sampler *s, unsigned long req)
 {
 	for (unsigned i = 0; i < s->nev; i++)
 		if (ioctl(s->ev[i].fd, req, 0) < 0)
-			return fx_log_errno(FX_LOG_ERR, errno, "perf ioctl on CPU %u failed: %s",
-					    s->ev[i].cpu, strerror(errno));
+			return fx_log_errno(FX_LOG_ERR, errno, "cannot %s the perf event of CPU %u",
+					    ioctl_verb(req), s->ev[i].cpu);
 	return 0;
 }
 
@@ -392,9 +400,8 @@ static int ioctl_cgroups(struct fx_sampler *s, unsigned long req)
 {
 	for (size_t i = 0; i < s->ncg; i++)
 		if (ioctl(s->cg[i].fd, req, 0) < 0)
-			return fx_log_errno(FX_LOG_ERR, errno,
-					    "perf ioctl on a cgroup event failed: %s",
-					    strerror(errno));
+			return fx_log_errno(FX_LOG_ERR, errno, "cannot %s a cgroup's perf event",
+					    ioctl_verb(req));
 	return 0;
 }
 

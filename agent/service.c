@@ -115,8 +115,7 @@ int fx_service_check_caps(void)
 	size_t missing;
 
 	if (syscall(SYS_capget, &hdr, data) < 0)
-		return fx_log_errno(FX_LOG_WARN, errno,
-				    "cannot read this process' capabilities: %s", strerror(errno));
+		return fx_log_errno(FX_LOG_WARN, errno, "cannot read this process' capabilities");
 	eff = (uint64_t)data[0].effective | (uint64_t)data[1].effective << 32;
 	missing = fx_service_caps_explain(eff, buf, sizeof(buf));
 	if (missing)

@@ -79,10 +79,10 @@ static void on_failure(struct fx_shipper *s, const struct fx_chunk_info *info,
 		return;
 	fx_spool_get_stats(s->spool, &sp);
 	fx_log_fields(FX_LOG_WARN, info->target, info->id,
-		      "upload of chunk %s (target %s) failed: %s; retrying, %" PRIu64
-		      " chunks (%" PRIu64 " bytes) wait in the spool",
-		      info->id, info->target, res->error[0] ? res->error : "no answer", sp.pending,
-		      sp.bytes);
+		      "cannot upload chunk %s (target %s), retrying with %" PRIu64
+		      " chunks (%" PRIu64 " bytes) waiting in the spool: %s",
+		      info->id, info->target, sp.pending, sp.bytes,
+		      res->error[0] ? res->error : "no answer");
 	s->failing = true;
 	s->last_fail_log = now;
 }
@@ -125,7 +125,7 @@ static bool ship_one(struct fx_shipper *s, const struct fx_chunk_info *info, uin
 		fx_spool_done(s->spool, info);
 		s->st.uploaded++;
 		if (s->failing)
-			fx_log(FX_LOG_NOTICE, "upload: the collector answers again");
+			fx_log(FX_LOG_NOTICE, "the collector answers again");
 		s->failing = false;
 		*attempt = 0;
 		return true;
@@ -133,7 +133,7 @@ static bool ship_one(struct fx_shipper *s, const struct fx_chunk_info *info, uin
 	if (fd >= 0 && res.outcome == FX_UPLOAD_REJECT) {
 		fx_log_fields(FX_LOG_ERR, info->target, info->id,
 			      "the collector refused chunk %s (target %s, window seq %" PRId64
-			      "): HTTP %ld: %s; it was moved to the spool's rejected/",
+			      "), moving it to the spool's rejected/: HTTP %ld: %s",
 			      info->id, info->target, info->seq, res.status,
 			      res.body[0] ? res.body : res.error);
 		fx_spool_reject(s->spool, info);
@@ -238,7 +238,7 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 	if (ret == 0) {
 		ret = -pthread_create(&s->thread, NULL, run, s);
 		if (ret < 0)
-			fx_err("cannot start the upload thread: %s", strerror(-ret));
+			ret = fx_log_errno(FX_LOG_ERR, -ret, "cannot start the upload thread");
 	}
 	if (ret < 0) {
 		fx_upload_free(s->up);

@@ -297,8 +297,10 @@ static void enforce(struct fx_spool *sp, struct drops *aged, struct drops *full)
 static void log_unlink_failures(const struct fx_spool *sp, const struct drops *d)
 {
 	if (d->failed)
-		fx_warn("spool: failed to delete %" PRIu64 " chunk files in '%s' (%s), ignoring",
-			d->failed, sp->dir, strerror(d->err));
+		(void)fx_log_errno(FX_LOG_WARN, d->err,
+				   "cannot delete %" PRIu64
+				   " chunk files in the spool '%s', ignoring",
+				   d->failed, sp->dir);
 }
 
 /* One line per reason per call, never one per chunk. */
@@ -306,16 +308,17 @@ static void log_drops(const struct fx_spool *sp, const struct drops *aged, const
 		      const struct drops *full)
 {
 	if (aged->n)
-		fx_warn("spool: dropped %" PRIu64 " chunks (%" PRIu64
-			" bytes) older than max_age %" PRIu64 " s",
+		fx_warn("dropped %" PRIu64 " chunks (%" PRIu64
+			" bytes) from the spool, older than %" PRIu64 " s (spool.max_age)",
 			aged->n, aged->bytes, sp->max_age_s);
 	if (big->n)
-		fx_warn("spool: dropped %" PRIu64 " chunks (%" PRIu64
-			" bytes) each larger than max_bytes %" PRIu64,
+		fx_warn("dropped %" PRIu64 " chunks (%" PRIu64
+			" bytes) from the spool, each larger than %" PRIu64
+			" bytes (spool.max_bytes)",
 			big->n, big->bytes, sp->max_bytes);
 	if (full->n)
-		fx_warn("spool full: dropped %" PRIu64 " chunks (%" PRIu64
-			" bytes), oldest first; max_bytes is %" PRIu64,
+		fx_warn("the spool is full: dropped %" PRIu64 " chunks (%" PRIu64
+			" bytes), oldest first, to stay under %" PRIu64 " bytes (spool.max_bytes)",
 			full->n, full->bytes, sp->max_bytes);
 	log_unlink_failures(sp, aged);
 	log_unlink_failures(sp, big);
@@ -364,8 +367,8 @@ static void trim_rejected(struct fx_spool *sp)
 		return;
 	dir = open_dir_stream(sp->rejfd);
 	if (!dir) {
-		fx_warn("spool: failed to list '%s/" REJECTED_DIR "': %s, ignoring", sp->dir,
-			strerror(errno));
+		(void)fx_log_errno(FX_LOG_WARN, errno,
+				   "cannot list '%s/" REJECTED_DIR "', ignoring", sp->dir);
 		return;
 	}
 	while ((de = readdir(dir))) {
@@ -386,8 +389,9 @@ static void trim_rejected(struct fx_spool *sp)
 			unlink_counted(sp->rejfd, &list[i], &d);
 			total -= list[i].size;
 		}
-		fx_warn("spool: deleted %" PRIu64 " rejected chunks (%" PRIu64
-			" bytes), oldest first, to keep '%s/" REJECTED_DIR "' under max_bytes",
+		fx_warn("deleted %" PRIu64 " rejected chunks (%" PRIu64
+			" bytes), oldest first, to keep '%s/" REJECTED_DIR
+			"' under spool.max_bytes",
 			d.n, d.bytes, sp->dir);
 		log_unlink_failures(sp, &d);
 		fsync(sp->rejfd);
@@ -421,12 +425,10 @@ static bool is_temp_name(const char *name)
 static int open_subdir(struct fx_spool *sp, const char *name, int *fd)
 {
 	if (mkdirat(sp->dirfd, name, 0700) < 0 && errno != EEXIST)
-		return fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s/%s': %s", sp->dir,
-				    name, strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "cannot create '%s/%s'", sp->dir, name);
 	*fd = openat(sp->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (*fd < 0)
-		return fx_log_errno(FX_LOG_ERR, errno, "Failed to open '%s/%s': %s", sp->dir, name,
-				    strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "cannot open '%s/%s'", sp->dir, name);
 	return 0;
 }
 
@@ -461,9 +463,7 @@ static int scan(struct fx_spool *sp)
 
 	dir = open_dir_stream(sp->dirfd);
 	if (!dir)
-		return fx_log_errno(FX_LOG_ERR, errno,
-				    "Failed to list the spool directory '%s': %s", sp->dir,
-				    strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "cannot list the spool '%s'", sp->dir);
 	for (;;) {
 		struct entry en;
 		const char *name;
@@ -472,9 +472,8 @@ static int scan(struct fx_spool *sp)
 		de = readdir(dir);
 		if (!de) {
 			if (errno)
-				rc = fx_log_errno(FX_LOG_ERR, errno,
-						  "Failed to list the spool directory '%s': %s",
-						  sp->dir, strerror(errno));
+				rc = fx_log_errno(FX_LOG_ERR, errno, "cannot list the spool '%s'",
+						  sp->dir);
 			break;
 		}
 		name = de->d_name;
@@ -485,9 +484,8 @@ static int scan(struct fx_spool *sp)
 		    regular_size(sp->dirfd, name, &en.size) == 0) {
 			rc = fx_grow(&sp->e, &sp->cap, sp->n + 1, sizeof(*sp->e));
 			if (rc < 0) {
-				rc = fx_log_errno(FX_LOG_ERR, ENOMEM,
-						  "Failed to list the spool directory '%s': %s",
-						  sp->dir, strerror(ENOMEM));
+				rc = fx_log_errno(FX_LOG_ERR, -rc, "cannot list the spool '%s'",
+						  sp->dir);
 				break;
 			}
 			sp->e[sp->n++] = en;
@@ -505,18 +503,19 @@ static int scan(struct fx_spool *sp)
 	}
 	closedir(dir);
 	if (temps) {
-		fx_info("spool: removed %" PRIu64 " temporary files of interrupted writes in '%s'",
+		fx_info("removed %" PRIu64
+			" temporary files of interrupted writes in the spool '%s'",
 			temps, sp->dir);
 		fsync(sp->dirfd);
 	}
 	if (temp_failed)
-		fx_warn("spool: failed to remove %" PRIu64
-			" temporary files of interrupted writes in '%s', ignoring",
+		fx_warn("cannot remove %" PRIu64
+			" temporary files of interrupted writes in the spool '%s', ignoring",
 			temp_failed, sp->dir);
 	if (unrelated)
 		fx_log(FX_LOG_NOTICE,
-		       "spool: leaving alone %" PRIu64
-		       " files in '%s' that are not chunks (such as '%s')",
+		       "leaving alone %" PRIu64
+		       " files in the spool '%s' that are not chunks (such as '%s')",
 		       unrelated, sp->dir, first_unrelated);
 	return rc;
 }
@@ -529,18 +528,22 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 	size_t len;
 	int rc;
 
-	if (!opts || !out || !opts->directory || !*opts->directory)
-		return fx_log_errno(FX_LOG_ERR, EINVAL, "spool: no directory given");
+	if (!opts || !out || !opts->directory || !*opts->directory) {
+		fx_err("cannot open the spool: no directory given");
+		return -EINVAL;
+	}
 	sp = calloc(1, sizeof(*sp));
 	if (!sp)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "Failed to open the spool: out of memory");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot open the spool '%s'",
+				    opts->directory);
 	sp->dirfd = sp->rejfd = sp->incfd = -1;
 	pthread_mutex_init(&sp->lock, NULL);
 	sp->max_bytes = opts->max_bytes;
 	sp->max_age_s = opts->max_age_s;
 	sp->dir = strdup(opts->directory);
 	if (!sp->dir) {
-		rc = fx_log_errno(FX_LOG_ERR, ENOMEM, "Failed to open the spool: out of memory");
+		rc = fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot open the spool '%s'",
+				  opts->directory);
 		goto fail;
 	}
 	len = strlen(sp->dir);
@@ -551,7 +554,9 @@ int fx_spool_open(const struct fx_spool_opts *opts, struct fx_spool **out)
 	 * sent with the agent's credentials: refused, with the fix. */
 	sp->dirfd = fx_trust_dir(sp->dir, "spool.directory", true, why, sizeof(why));
 	if (sp->dirfd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, -sp->dirfd, "%s", why);
+		/* @why says it all, with the error text where there is one. */
+		fx_err("%s", why);
+		rc = sp->dirfd;
 		sp->dirfd = -1;
 		goto fail;
 	}
@@ -669,15 +674,17 @@ int fx_spool_add(struct fx_spool *sp, const struct fx_chunk_info *info)
 	size_t pos;
 	int rc;
 
-	if (!sp || !info || format_name(info, name) < 0)
-		return fx_log_errno(FX_LOG_ERR, EINVAL, "spool: invalid chunk name fields");
+	if (!sp || !info || format_name(info, name) < 0) {
+		fx_err("cannot add a chunk to the spool: invalid name fields");
+		return -EINVAL;
+	}
 	/* The parsed copy is clean (nothing after the strings' ends). */
 	fx_spool_parse_name(name, &en.info);
 	rc = regular_size(sp->incfd, name, &en.size);
 	if (rc < 0)
 		return fx_log_errno(FX_LOG_ERR, -rc,
-				    "Failed to add '%s/" INCOMING_DIR "/%s' to the spool: %s",
-				    sp->dir, name, strerror(-rc));
+				    "cannot add '%s/" INCOMING_DIR "/%s' to the spool", sp->dir,
+				    name);
 
 	pthread_mutex_lock(&sp->lock);
 	pos = find(sp, &en.info);
@@ -703,8 +710,8 @@ int fx_spool_add(struct fx_spool *sp, const struct fx_chunk_info *info)
 		if (rc < 0) {
 			/* Left on disk: the next start finds it. */
 			sp->st.added--;
-			rc = fx_log_errno(FX_LOG_ERR, -rc, "Failed to add '%s/%s' to the spool: %s",
-					  sp->dir, name, strerror(-rc));
+			rc = fx_log_errno(FX_LOG_ERR, -rc, "cannot add '%s/%s' to the spool",
+					  sp->dir, name);
 		}
 	}
 	enforce(sp, &aged, &full);
@@ -759,8 +766,8 @@ int fx_spool_done(struct fx_spool *sp, const struct fx_chunk_info *info)
 	}
 	/* Forgotten even when the unlink fails, or it would be sent forever. */
 	if (unlinkat(sp->dirfd, name, 0) < 0 && errno != ENOENT)
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to delete the sent chunk '%s/%s': %s",
-				  sp->dir, name, strerror(errno));
+		rc = fx_log_errno(FX_LOG_ERR, errno, "cannot delete the sent chunk '%s/%s'",
+				  sp->dir, name);
 	remove_at(sp, i);
 	sp->st.uploaded++;
 	pthread_mutex_unlock(&sp->lock);
@@ -790,9 +797,8 @@ static int move_to_rejected(struct fx_spool *sp, const struct fx_chunk_info *inf
 	/* renameat moves a symlink itself, never what it points to. */
 	if (renameat(sp->dirfd, name, sp->rejfd, name) < 0) {
 		rc = fx_log_errno(FX_LOG_ERR, errno,
-				  "Failed to move the rejected chunk '%s/%s' to " REJECTED_DIR
-				  "/: %s; %s",
-				  sp->dir, name, strerror(errno),
+				  "cannot move the rejected chunk '%s/%s' to " REJECTED_DIR "/, %s",
+				  sp->dir, name,
 				  delete_on_fail ? "deleting it" : "leaving it alone");
 		if (delete_on_fail)
 			unlinkat(sp->dirfd, name, 0);
@@ -844,7 +850,9 @@ int fx_spool_open_chunk(struct fx_spool *sp, const struct fx_chunk_info *info, u
 int fx_spool_quarantine(struct fx_spool *sp, const struct fx_chunk_info *info, const char *why)
 {
 	fx_log_fields(FX_LOG_ERR, info->target, info->id,
-		      "%s; not sent, moved to the spool's " REJECTED_DIR "/", why);
+		      "not sending chunk %s (target %s), moving it to the spool's " REJECTED_DIR
+		      "/: %s",
+		      info->id, info->target, why);
 	return move_to_rejected(sp, info, false);
 }
 

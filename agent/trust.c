@@ -156,7 +156,7 @@ int fx_trust_open(int dirfd, const char *name, const char *what, const struct fx
 	/* Reads block again: a regular file never waits, and callers expect it. */
 	if (fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "%s '%s': %s", what, name, strerror(-rc));
+		snprintf(err, errlen, "%s '%s' cannot be opened: %s", what, name, strerror(-rc));
 		goto fail;
 	}
 	if (st)
@@ -231,8 +231,9 @@ static int check_creatable(const char *path, const char *what, char *err, size_t
 			break;
 		e = errno;
 		if (e != ENOENT && e != ENOTDIR) {
-			snprintf(err, errlen, "%s '%s' cannot be created: '%s': %s", what, path,
-				 buf, strerror(e));
+			snprintf(err, errlen,
+				 "%s '%s' cannot be created: '%s' cannot be examined: %s", what,
+				 path, buf, strerror(e));
 			return -e;
 		}
 		if (slash == buf)

@@ -38,9 +38,16 @@ void fx_log(enum fx_log_level level, const char *fmt, ...) __attribute__((format
 void fx_log_fields(enum fx_log_level level, const char *target, const char *chunk_id,
 		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
-/* Logs like fx_log and returns -@err, for "return fx_log_errno(...)" at the
- * place an error is decided. @err is a positive errno value; "%m" is not
- * expanded, use strerror(err) in the format if wanted. */
+/* Logs "<message>: <strerror(@err)>" like fx_log and returns -@err, for
+ * "return fx_log_errno(...)" at the place an error is decided; the format
+ * names what failed and never formats the error text itself ("%m" is not
+ * expanded). @err is a positive errno value (a negative one is taken as its
+ * absolute value); 0 is taken as EIO, so the result is always negative.
+ * The error text is kept whole when the message is too long: the message is
+ * cut instead. errno is preserved. Like fx_log, not async-signal-safe.
+ * For a problem the agent found itself, whose message says it all (a bad
+ * value, a missing mount), use fx_log and return the -errno: an appended
+ * "Invalid argument" adds nothing. */
 int fx_log_errno(enum fx_log_level level, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 

@@ -457,7 +457,7 @@ def check_journal(t, r):
             f"chunks rejected: {os.listdir(rejected)}")
     # Anything else the agent warned about (a capability or path the sandbox
     # denies, a refused system call) is a failure of the unit.
-    expected = re.compile(r"upload of chunk|" + re.escape(CONF) + r":\d+:\d+:|reload failed")
+    expected = re.compile(r"cannot upload chunk|" + re.escape(CONF) + r":\d+:\d+:|reload failed")
     other = [m for m in r.agent_warnings if not expected.search(m)]
     t.check(not other, f"the agent warned: {other[:10]}")
 

@@ -148,7 +148,7 @@ def run(t, ng):
     t.check(len(ids) >= before + during + 1, f"outage: only {len(ids)} chunks arrived, "
             f"{before} before the outage and {during} waited in the spool")
     text = d.text()
-    t.check("failed" in text and "retrying" in text,
+    t.check("cannot upload chunk" in text and ", retrying" in text,
             f"outage: the agent's log does not say the upload failed: {text[-2000:]}")
     t.check("answers again" in text,
             f"outage: the agent's log does not say the collector answers again")
