@@ -227,7 +227,7 @@ static int open_sampling(struct fx_pipeline *p)
 		return ret;
 	p->unwinder = fx_unwind_new(&uo);
 	if (!p->unwinder)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up unwinding");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the unwinder");
 	if (p->g->cgroup_mode) {
 		fx_targets_resolve(p);
 		if (p->g->filter_procs) {
@@ -256,14 +256,14 @@ int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **ou
 	int ret;
 
 	if (!p)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the pipeline");
 	p->opts = *opts;
 	pthread_mutex_init(&p->gen_mu, NULL);
 	p->g = fx_targets_gen_new(opts->cfg, NULL);
 	p->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
 	p->procs = p->objs ? fx_procs_new(p->objs, "/proc") : NULL;
 	if (!p->g || !p->procs) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the pipeline");
 		goto fail;
 	}
 	ret = fx_publish_new(p, &p->pub);

@@ -459,7 +459,7 @@ int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
 	int ret;
 
 	if (!pub)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the pipeline");
 	pub->p = p;
 	pthread_mutex_init(&pub->mu, NULL);
 	pthread_cond_init(&pub->cv, NULL);

@@ -60,7 +60,7 @@ static int sink_new(const struct fx_sink_ops *ops, const char *path, struct fx_s
 		f->path = strdup(path);
 	if (!f || !f->path) {
 		free(f);
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the sink");
 	}
 	f->base.ops = ops;
 	f->base.where = f->path;
@@ -77,7 +77,7 @@ int fx_sink_file_new(const char *path, struct fx_sink **out)
 	if (strcmp(path, "-") != 0) {
 		dup = strdup(path);
 		if (!dup)
-			return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+			return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the sink");
 		dir = dirname(dup);
 		if (access(dir, W_OK | X_OK) < 0)
 			ret = fx_log_errno(FX_LOG_ERR, errno, "cannot write the profile to '%s'",

@@ -82,7 +82,7 @@ int fx_sink_spool_new(const struct fx_config *cfg, const char *host, struct fx_s
 	int ret;
 
 	if (!p)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "out of memory");
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the sink");
 	ret = fx_shipper_start(cfg, host, &p->shipper);
 	if (ret < 0) {
 		free(p);
