@@ -432,7 +432,7 @@ static int wait_upload(struct fx_pipeline *p, const struct options *o, const cha
 	return ret;
 }
 
-/* The figures bench/output.py and bench/overhead.py read. */
+/* The figures bench/ reads (fxbench.py: ONCE_STATS, DWARF_STATS). */
 static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec, uint64_t write_ns)
 {
 	const struct fx_unwinder *uw = fx_pipeline_unwinder(p);

@@ -48,7 +48,7 @@ chmod 1777 "$logs"
 # stderr, and a report must not be lost in a test that passes anyway.
 # detect_leaks: LeakSanitizer at every exit (ASan's default on x86-64, said
 # explicitly). halt_on_error / -fno-sanitize-recover: the first error ends
-# the process. Leak suppressions: scripts/lsan.supp, when it exists, holds
+# the process. Leak suppressions: lsan.supp beside this script, if any, holds
 # only leaks of libraries outside this project, each with its evidence.
 export ASAN_OPTIONS="log_path=$logs/asan:detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1"
 export UBSAN_OPTIONS="log_path=$logs/ubsan:halt_on_error=1:print_stacktrace=1:report_error_type=1"

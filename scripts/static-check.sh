@@ -1,33 +1,36 @@
 #!/usr/bin/env bash
 # Static checks of the agent's sources (agent/**/*.c, and the headers they
 # include): clang-tidy with the checked-in .clang-tidy, and cppcheck with
-# .cppcheck-suppressions. Exits 1 on any finding, 2 when a tool is missing.
+# .cppcheck-suppressions; and that every path into the tree named in its
+# configs, scripts, docs and comments exists (scripts/check-paths.py). Exits
+# 1 on any finding, 2 when a tool is missing.
 #
-#   scripts/static-check.sh [--clang-tidy | --cppcheck] [BUILD_DIR]
+#   scripts/static-check.sh [--clang-tidy | --cppcheck | --paths] [BUILD_DIR]
 #
 # Both tools read the compiler flags from BUILD_DIR/compile_commands.json
 # (default build-static/, configured here when it has none; nothing is
 # compiled). CLANG_TIDY and CPPCHECK name the tools, else they are looked
-# up in PATH (clang-tidy-14 first). ctest runs each tool as its own test: static.clang_tidy and
-# static.cppcheck (tests/CMakeLists.txt). A false positive is suppressed where
+# up in PATH (clang-tidy-14 first). ctest runs each as its own test:
+# static.clang_tidy, static.cppcheck, static.paths (tests/CMakeLists.txt). A
+# false positive is suppressed where
 # it is reported, with a comment saying why:
 #   clang-tidy: /* NOLINTNEXTLINE(check-name): why */
 #   cppcheck:   // cppcheck-suppress id   (whole-project ones in .cppcheck-suppressions)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=(clang-tidy cppcheck)
+tools=(clang-tidy cppcheck paths)
 case "${1:-}" in
---clang-tidy | --cppcheck)
+--clang-tidy | --cppcheck | --paths)
 	tools=("${1#--}")
 	shift
 	;;
 -h | --help)
-	sed -n '2,16s/^# \{0,1\}//p' "$0"
+	sed -n '2,20s/^# \{0,1\}//p' "$0"
 	exit 0
 	;;
 -*)
-	echo "usage: $0 [--clang-tidy | --cppcheck] [BUILD_DIR]" >&2
+	echo "usage: $0 [--clang-tidy | --cppcheck | --paths] [BUILD_DIR]" >&2
 	exit 2
 	;;
 esac
@@ -96,10 +99,17 @@ run_cppcheck() {
 	fi
 }
 
+# Paths into the tree that configs, scripts, docs and comments name must exist
+# (scripts/check-paths.py): a rename leaves no stale reference behind.
+run_paths() {
+	python3 "$root/scripts/check-paths.py" || failed=1
+}
+
 for t in "${tools[@]}"; do
 	case "$t" in
 	clang-tidy) run_clang_tidy ;;
 	cppcheck) run_cppcheck ;;
+	paths) run_paths ;;
 	esac
 done
 exit "$failed"

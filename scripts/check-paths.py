@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Fails on a path into this tree that the tree's configs, scripts, docs or
+source comments name but that does not exist (a renamed bench script, a
+style file that moved). Exit 0: every named path exists; 1: the missing ones
+are listed as file:line: path.
+
+What counts as a path: a word that starts with one of the tree's top-level
+directories (agent/, bench/, docs/, ...) or is one of its top-level files
+(README.md, CMakeLists.txt, ...), alone or after ${CMAKE_SOURCE_DIR}/ or the
+repository root. Words with a glob or placeholder (*, <, {, $) name patterns,
+not files, and are skipped; so are ../shared/ paths (beside the tree, not in
+it) and build outputs (build*/)."""
+
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOP_DIRS = ("agent", "bench", "config", "docs", "include", "packaging", "scripts", "tests",
+            "debian", ".ci")
+TOP_FILES = ("README.md", "CMakeLists.txt", ".clang-format", ".clang-tidy",
+             ".cppcheck-suppressions", "STYLE.md", "ARCHITECTURE.md")
+# Where paths are named: configs and scripts whole, sources in their comments.
+CHECKED = re.compile(r"(^|/)(CMakeLists\.txt|\.clang-tidy|\.clang-format|\.cppcheck-suppressions"
+                     r"|\.ci/run|[^/]+\.(sh|py|md|yaml|c|h|cc|cpp|service|cmake))$")
+WORD = re.compile(r"(?:\$\{CMAKE_SOURCE_DIR\}/)?((?:%s)/[A-Za-z0-9_./+-]*[A-Za-z0-9_]|%s)"
+                  % ("|".join(re.escape(d) for d in TOP_DIRS),
+                     "|".join(re.escape(f) for f in TOP_FILES)))
+BEFORE_OK = re.compile(r"[\s`'\"(\[=:,]$|^$")
+
+
+def tracked():
+    out = subprocess.run(["git", "-C", ROOT, "ls-files"], capture_output=True, text=True,
+                         check=True).stdout
+    return [p for p in out.splitlines() if CHECKED.search(p) and os.path.isfile(
+        os.path.join(ROOT, p))]
+
+
+def exists(path):
+    path = path.rstrip(".")
+    return os.path.lexists(os.path.join(ROOT, path))
+
+
+def check(rel):
+    missing = []
+    with open(os.path.join(ROOT, rel), errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            for m in WORD.finditer(line):
+                before = line[:m.start()]
+                after = line[m.end():m.end() + 1]
+                word = m.group(1)
+                # Part of a longer path (../shared/..., /usr/include/...), a
+                # pattern, or the tail of another word.
+                if not BEFORE_OK.search(before[-1:] if before else "") and \
+                        not line[m.start():].startswith("${CMAKE_SOURCE_DIR}/"):
+                    continue
+                if after and after in "*<{$" or line[m.end():].startswith("-..."):
+                    continue
+                if word in TOP_FILES and rel.count("/") and word not in ("README.md",):
+                    # A bare file name deep in the tree may be a sibling's.
+                    if exists(os.path.join(os.path.dirname(rel), word)):
+                        continue
+                if not exists(word):
+                    missing.append(f"{rel}:{n}: {word}")
+    return missing
+
+
+def main():
+    missing = [m for rel in tracked() for m in check(rel)]
+    for m in missing:
+        print(m)
+    print(f"check-paths: {len(missing)} named paths missing" if missing
+          else "check-paths: every named path exists")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
