@@ -440,8 +440,10 @@ const char *fx_pipeline_where(const struct fx_pipeline *p)
 
 void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out)
 {
-	__atomic_load(&p->stats.chunks, &out->chunks, __ATOMIC_RELAXED);
 	*out = p->stats;
+	/* The publisher thread counts these while the sampling thread reads. */
+	out->chunks = __atomic_load_n(&p->stats.chunks, __ATOMIC_RELAXED);
+	out->chunk_errors = __atomic_load_n(&p->stats.chunk_errors, __ATOMIC_RELAXED);
 }
 
 const struct fx_unwinder *fx_pipeline_unwinder(const struct fx_pipeline *p)

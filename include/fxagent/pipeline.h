@@ -63,7 +63,7 @@ struct fx_pipeline_stats {
 	 * thread's own CPU time. */
 	uint64_t rotation_ns_max, rotation_ns_sum;
 	uint64_t rotation_cpu_ns_max, rotation_cpu_ns_sum;
-	/* The last chunk written. */
+	/* The last chunk written (read them after fx_pipeline_finish). */
 	char last_path[PATH_MAX];
 	uint64_t last_samples, last_threads, last_bytes;
 	size_t last_frames, last_stacks, last_objects;
@@ -111,10 +111,10 @@ int fx_pipeline_drain(struct fx_pipeline *p, uint64_t timeout_ms);
 /* Where chunks go, for messages (a path, directory or spool). */
 const char *fx_pipeline_where(const struct fx_pipeline *p);
 
-/* Counts so far; safe from the sampling thread. */
+/* Counts so far; from the sampling thread, or after fx_pipeline_finish. */
 void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out);
 
-/* The unwinder, for its statistics; NULL once sampling has stopped. */
+/* The unwinder, for its statistics; valid until fx_pipeline_free. */
 const struct fx_unwinder *fx_pipeline_unwinder(const struct fx_pipeline *p);
 
 /* Frees @p (NULL is fine); the sink by the stop's deadline, or now. */
