@@ -95,19 +95,92 @@ static bool is_header_name(const char *s, size_t len)
 	return true;
 }
 
+/* A header the uploader sets itself. Authorization comes from
+ * bearer_token_file, which keeps the token out of a file many can read. */
+static bool is_ours(const char *s, size_t len)
+{
+	static const char *const ours[] = { "Authorization",	 "Content-Type",
+					    "Content-Encoding",	 "Content-Length",
+					    "Transfer-Encoding", "Expect" };
+	size_t i;
+
+	if (len >= 10 && !strncasecmp(s, "X-Fxagent-", 10))
+		return true;
+	for (i = 0; i < NUNITS(ours); i++)
+		if (len == strlen(ours[i]) && !strncasecmp(s, ours[i], len))
+			return true;
+	return false;
+}
+
+/* The name of the header at @i in mapping @n: valid, not set before in any
+ * case, not one of ours. Its key path goes into @sub (PATH_BUF bytes). */
+static int get_header_name(struct ctx *x, const struct node *n, size_t i, const char *path,
+			   char *sub)
+{
+	const struct node *key = n->kid[i];
+	char buf[SHOW_BUF];
+	size_t j;
+	int r;
+
+	r = cfg_check_node(x, key, path);
+	if (r)
+		return r;
+	if (key->type != N_SCALAR || !is_header_name(key->str, key->len))
+		return fail(
+			x, key, path,
+			"expected a header name of 1 to %d characters from A-Z a-z 0-9 -, got %s",
+			HEADER_NAME_MAX, cfg_describe(key, true, buf, sizeof(buf)));
+	cfg_child_path(sub, path, key->str);
+	for (j = 0; j < i; j += 2)
+		if (n->kid[j]->len == key->len && !strncasecmp(n->kid[j]->str, key->str, key->len))
+			return fail(x, key, sub,
+				    "duplicate key (first at line %zu, column %zu; header names "
+				    "ignore case)",
+				    n->kid[j]->line, n->kid[j]->col);
+	if (is_ours(key->str, key->len))
+		return fail(x, key, sub,
+			    "expected a header fxagent does not set itself (Authorization, "
+			    "Content-Type, Content-Encoding, Content-Length, Transfer-Encoding, "
+			    "Expect, X-Fxagent-*), got %s%s",
+			    cfg_show(key->str, key->len, true, buf, sizeof(buf)),
+			    key->len == 13 && !strncasecmp(key->str, "Authorization", 13)
+				    ? " (the token goes in upload.bearer_token_file)"
+				    : "");
+	return 0;
+}
+
+/* A header value: printable ASCII, not empty, not only spaces. *@v points
+ * into @n. */
+static int get_header_value(struct ctx *x, const struct node *n, const char *path, const char **v,
+			    size_t *vlen)
+{
+	char what[128];
+	size_t j, sp = 0;
+	int r;
+
+	snprintf(what, sizeof(what),
+		 "a header value of 1 to %d printable ASCII characters (not only spaces)",
+		 HEADER_VALUE_MAX);
+	r = cfg_get_text(x, n, path, what, v, vlen);
+	if (r)
+		return r;
+	for (j = 0; j < *vlen; j++) {
+		if ((unsigned char)(*v)[j] > 0x7e)
+			return cfg_expected_str(x, n, path, what);
+		sp += (*v)[j] == ' ';
+	}
+	if (!*vlen || *vlen > HEADER_VALUE_MAX || sp == *vlen)
+		return cfg_expected_str(x, n, path, what);
+	return 0;
+}
+
 /* Extra request headers: a map of names to values. Names ignore case (as in
  * HTTP), so "x-team" and "X-Team" are one header. */
 static int get_headers(struct ctx *x, const struct node *n, const char *path)
 {
-	/* The uploader sets these itself. Authorization comes from
-	 * bearer_token_file, which keeps the token out of a file many can read. */
-	static const char *const ours[] = { "Authorization",	 "Content-Type",
-					    "Content-Encoding",	 "Content-Length",
-					    "Transfer-Encoding", "Expect" };
-	char buf[SHOW_BUF], sub[PATH_BUF], what[128];
-	struct fx_label *h = x->c->upload.headers;
-	size_t i, j, vlen, sp;
+	char sub[PATH_BUF];
 	const char *v;
+	size_t i, vlen;
 	int r;
 
 	r = cfg_check_node(x, n, path);
@@ -115,56 +188,20 @@ static int get_headers(struct ctx *x, const struct node *n, const char *path)
 		return r;
 	if (n->type != N_MAP)
 		return cfg_expected(x, n, path, "a mapping of header names to values");
-	snprintf(what, sizeof(what),
-		 "a header value of 1 to %d printable ASCII characters (not only spaces)",
-		 HEADER_VALUE_MAX);
 	for (i = 0; i + 1 < n->nkid; i += 2) {
-		const struct node *key = n->kid[i], *val = n->kid[i + 1];
-		bool forbidden, auth;
+		const struct node *key = n->kid[i];
 
-		r = cfg_check_node(x, key, path);
+		r = get_header_name(x, n, i, path, sub);
 		if (r)
 			return r;
-		if (key->type != N_SCALAR || !is_header_name(key->str, key->len))
-			return fail(x, key, path,
-				    "expected a header name of 1 to %d characters from A-Z a-z 0-9 "
-				    "-, got %s",
-				    HEADER_NAME_MAX, cfg_describe(key, true, buf, sizeof(buf)));
-		cfg_child_path(sub, path, key->str);
-		for (j = 0; j < i; j += 2)
-			if (n->kid[j]->len == key->len &&
-			    !strncasecmp(n->kid[j]->str, key->str, key->len))
-				return fail(x, key, sub,
-					    "duplicate key (first at line %zu, column %zu; header "
-					    "names ignore case)",
-					    n->kid[j]->line, n->kid[j]->col);
-		forbidden = key->len >= 10 && !strncasecmp(key->str, "X-Fxagent-", 10);
-		auth = key->len == 13 && !strncasecmp(key->str, "Authorization", 13);
-		for (j = 0; j < NUNITS(ours); j++)
-			if (key->len == strlen(ours[j]) &&
-			    !strncasecmp(key->str, ours[j], key->len))
-				forbidden = true;
-		if (forbidden)
-			return fail(x, key, sub,
-				    "expected a header fxagent does not set itself (Authorization, "
-				    "Content-Type, Content-Encoding, Content-Length, "
-				    "Transfer-Encoding, Expect, X-Fxagent-*), got %s%s",
-				    cfg_show(key->str, key->len, true, buf, sizeof(buf)),
-				    auth ? " (the token goes in upload.bearer_token_file)" : "");
 		if (x->c->upload.nheaders == FX_CONFIG_MAX_LABELS)
 			return fail(x, key, sub, "expected at most %d headers, got more",
 				    FX_CONFIG_MAX_LABELS);
-		r = cfg_get_text(x, val, sub, what, &v, &vlen);
+		r = get_header_value(x, n->kid[i + 1], sub, &v, &vlen);
 		if (r)
 			return r;
-		for (j = 0, sp = 0; j < vlen; j++) {
-			if ((unsigned char)v[j] > 0x7e)
-				return cfg_expected_str(x, val, sub, what);
-			sp += v[j] == ' ';
-		}
-		if (!vlen || vlen > HEADER_VALUE_MAX || sp == vlen)
-			return cfg_expected_str(x, val, sub, what);
-		r = cfg_set_label(x, h, &x->c->upload.nheaders, key->str, key->len, v, vlen);
+		r = cfg_set_label(x, x->c->upload.headers, &x->c->upload.nheaders, key->str,
+				  key->len, v, vlen);
 		if (r)
 			return r;
 	}
@@ -214,44 +251,34 @@ static int get_retry(struct ctx *x, const struct node *n)
 	return r;
 }
 
-int cfg_get_upload(struct ctx *x, const struct node *n)
+enum { URL, METHOD, HEADERS, TOKEN, CA, CERT, KEY, INSECURE, CONNECT, TIMEOUT, RETRY, NK };
+static const char *const upload_keys[NK] = { "url",
+					     "method",
+					     "headers",
+					     "bearer_token_file",
+					     "ca_file",
+					     "cert_file",
+					     "key_file",
+					     "insecure_skip_verify",
+					     "connect_timeout",
+					     "timeout",
+					     "retry" };
+
+/* The bearer token file and the TLS files, among the values @v and keys @k
+ * of the upload section. */
+static int get_files(struct ctx *x, const struct node *const *v, const struct node *const *k)
 {
-	enum { URL, METHOD, HEADERS, TOKEN, CA, CERT, KEY, INSECURE, CONNECT, TIMEOUT, RETRY, NK };
-	static const char *const keys[] = { "url",
-					    "method",
-					    "headers",
-					    "bearer_token_file",
-					    "ca_file",
-					    "cert_file",
-					    "key_file",
-					    "insecure_skip_verify",
-					    "connect_timeout",
-					    "timeout",
-					    "retry" };
-	static const char *const methods[] = { "POST", "PUT" };
 	struct fx_config *c = x->c;
 	char **files[] = { &c->upload.bearer_token_file, &c->upload.ca_file, &c->upload.cert_file,
 			   &c->upload.key_file };
-	const struct node *v[NK], *k[NK];
 	char sub[PATH_BUF];
-	size_t idx = 0, i;
-	uint64_t u;
-	int r;
+	size_t i;
+	int r = 0;
 
-	r = cfg_get_map(x, n, "upload", "a mapping", keys, NK, v, k);
-	if (!r && v[URL])
-		r = get_url(x, v[URL], "upload.url", &c->upload.url);
-	if (!r && v[METHOD]) {
-		r = cfg_get_enum(x, v[METHOD], "upload.method", "POST or PUT", methods, 2, &idx);
-		if (!r)
-			c->upload.put = idx == 1;
-	}
-	if (!r && v[HEADERS])
-		r = get_headers(x, v[HEADERS], "upload.headers");
 	for (i = TOKEN; i <= KEY && !r; i++) {
 		if (!v[i])
 			continue;
-		cfg_child_path(sub, "upload", keys[i]);
+		cfg_child_path(sub, "upload", upload_keys[i]);
 		r = cfg_get_opt_path(x, v[i], sub, files[i - TOKEN]);
 	}
 	/* Either one alone is a half-configured client certificate. */
@@ -259,10 +286,17 @@ int cfg_get_upload(struct ctx *x, const struct node *n)
 		r = fail(x, c->upload.cert_file ? k[CERT] : k[KEY], "upload",
 			 "expected both cert_file and key_file, got only %s",
 			 c->upload.cert_file ? "cert_file" : "key_file");
-	if (!r && v[INSECURE])
-		r = cfg_get_bool(x, v[INSECURE], "upload.insecure_skip_verify",
-				 &c->upload.insecure_skip_verify);
-	if (!r && v[CONNECT]) {
+	return r;
+}
+
+/* connect_timeout and timeout, among the values @v of the upload section. */
+static int get_timeouts(struct ctx *x, const struct node *const *v)
+{
+	struct fx_config *c = x->c;
+	uint64_t u;
+	int r = 0;
+
+	if (v[CONNECT]) {
 		r = cfg_get_duration(x, v[CONNECT], "upload.connect_timeout", 100, 600000, 1, &u);
 		if (!r)
 			c->upload.connect_timeout_ms = (unsigned)u;
@@ -278,6 +312,34 @@ int cfg_get_upload(struct ctx *x, const struct node *n)
 						    "connect_timeout", c->upload.connect_timeout_ms)
 			       : cfg_duration_order(x, v[CONNECT], "upload.connect_timeout", false,
 						    "timeout", c->upload.timeout_ms);
+	return r;
+}
+
+int cfg_get_upload(struct ctx *x, const struct node *n)
+{
+	static const char *const methods[] = { "POST", "PUT" };
+	struct fx_config *c = x->c;
+	const struct node *v[NK], *k[NK];
+	size_t idx = 0;
+	int r;
+
+	r = cfg_get_map(x, n, "upload", "a mapping", upload_keys, NK, v, k);
+	if (!r && v[URL])
+		r = get_url(x, v[URL], "upload.url", &c->upload.url);
+	if (!r && v[METHOD]) {
+		r = cfg_get_enum(x, v[METHOD], "upload.method", "POST or PUT", methods, 2, &idx);
+		if (!r)
+			c->upload.put = idx == 1;
+	}
+	if (!r && v[HEADERS])
+		r = get_headers(x, v[HEADERS], "upload.headers");
+	if (!r)
+		r = get_files(x, v, k);
+	if (!r && v[INSECURE])
+		r = cfg_get_bool(x, v[INSECURE], "upload.insecure_skip_verify",
+				 &c->upload.insecure_skip_verify);
+	if (!r)
+		r = get_timeouts(x, v);
 	if (!r && v[RETRY])
 		r = get_retry(x, v[RETRY]);
 	return r;

@@ -145,49 +145,53 @@ static int get_unit(struct ctx *x, const struct node *n, const char *path, char 
 	return 0;
 }
 
-static int get_target(struct ctx *x, const struct node *n, const char *path, struct fx_target *t,
-		      const struct node **names)
+enum { T_NAME, T_UNIT, T_CGROUP, T_PROCESS, T_PID, T_LABELS, T_NKEYS };
+static const char *const target_keys[T_NKEYS] = { "name",    "systemd_unit", "cgroup",
+						  "process", "pid",	     "labels" };
+
+/* The name of @t, the target at @idx: one no earlier target has (@names
+ * holds their name nodes; this one's is added). */
+static int get_target_name(struct ctx *x, const struct node *n, const char *path,
+			   struct fx_target *t, size_t idx, const struct node **names)
 {
-	static const char *const keys[] = { "name",    "systemd_unit", "cgroup",
-					    "process", "pid",	       "labels" };
-	const char *sel = "systemd_unit, cgroup, process or pid";
-	const struct node *v[6], *k[6], *first = NULL, *second = NULL;
 	char sub[PATH_BUF], what[96];
 	const char *s;
-	size_t len, i, idx = (size_t)(t - x->c->targets);
-	uint64_t u;
+	size_t len, i;
 	int r;
 
-	r = cfg_get_map(x, n, path,
-			"a mapping with a name and one of systemd_unit, cgroup, process, pid", keys,
-			6, v, k);
-	if (r)
-		return r;
-	if (!v[0])
-		return fail(x, n, path, "expected a name, got none");
 	cfg_child_path(sub, path, "name");
 	snprintf(what, sizeof(what), "a name of 1 to %d characters from A-Z a-z 0-9 _ . -",
 		 TARGET_NAME_MAX);
-	r = cfg_get_text(x, v[0], sub, what, &s, &len);
+	r = cfg_get_text(x, n, sub, what, &s, &len);
 	if (r)
 		return r;
 	if (!cfg_is_name(s, len, TARGET_NAME_MAX))
-		return cfg_expected_str(x, v[0], sub, what);
+		return cfg_expected_str(x, n, sub, what);
 	for (i = 0; i < idx; i++)
 		if (names[i]->len == len && !memcmp(names[i]->str, s, len))
 			return fail(
-				x, v[0], sub,
+				x, n, sub,
 				"expected a name no other target has, got \"%s\" (also the name "
 				"of targets[%zu] at line %zu)",
 				s, i, names[i]->line);
-	names[idx] = v[0];
+	names[idx] = n;
 	t->name = cfg_dup_mem(s, len);
 	if (!t->name)
 		return cfg_nomem(x);
+	return 0;
+}
 
-	/* The selector: exactly one, the second one named in file order. */
-	for (i = 1; i <= 4; i++) {
-		if (!v[i])
+/* Exactly one selector among the key nodes @k of target @n; of two, the
+ * second one named in file order is blamed. */
+static int check_selector(struct ctx *x, const struct node *n, const char *path,
+			  const struct node *const *k)
+{
+	const char *sel = "systemd_unit, cgroup, process or pid";
+	const struct node *first = NULL, *second = NULL;
+	size_t i;
+
+	for (i = T_UNIT; i <= T_PID; i++) {
+		if (!k[i])
 			continue;
 		if (!first || k[i]->line < first->line ||
 		    (k[i]->line == first->line && k[i]->col < first->col)) {
@@ -203,42 +207,89 @@ static int get_target(struct ctx *x, const struct node *n, const char *path, str
 	if (second)
 		return fail(x, second, path, "expected only one of %s, got both %s and %s", sel,
 			    first->str, second->str);
-	if (v[1]) {
-		t->kind = FX_TARGET_SYSTEMD_UNIT;
-		cfg_child_path(sub, path, keys[1]);
-		r = get_unit(x, v[1], sub, &t->value);
-	} else if (v[2]) {
-		t->kind = FX_TARGET_CGROUP;
-		cfg_child_path(sub, path, keys[2]);
-		/* ".." could leave the cgroup2 mount the path is relative to. */
-		r = cfg_get_abs_path(x, v[2], sub,
-				     "an absolute cgroup path without .. such as "
-				     "/system.slice/nginx.service",
-				     true, &t->value);
-	} else if (v[3]) {
-		t->kind = FX_TARGET_PROCESS;
-		cfg_child_path(sub, path, keys[3]);
-		snprintf(what, sizeof(what),
-			 "a process name (comm or executable base name, 1 to %d bytes, no /)",
-			 PROCESS_NAME_MAX);
-		r = cfg_get_text(x, v[3], sub, what, &s, &len);
-		if (!r && (len > PROCESS_NAME_MAX || memchr(s, '/', len)))
-			r = cfg_expected_str(x, v[3], sub, what);
-		if (!r) {
-			t->value = cfg_dup_mem(s, len);
-			if (!t->value)
-				r = cfg_nomem(x);
-		}
-	} else {
-		t->kind = FX_TARGET_PID;
-		cfg_child_path(sub, path, keys[4]);
-		r = cfg_get_uint(x, v[4], sub, 1, PID_MAX, 1, &u);
-		if (!r)
-			t->pid = (uint32_t)u;
+	return 0;
+}
+
+static int get_process(struct ctx *x, const struct node *n, const char *path, char **out)
+{
+	char what[96];
+	const char *s;
+	size_t len;
+	int r;
+
+	snprintf(what, sizeof(what),
+		 "a process name (comm or executable base name, 1 to %d bytes, no /)",
+		 PROCESS_NAME_MAX);
+	r = cfg_get_text(x, n, path, what, &s, &len);
+	if (!r && (len > PROCESS_NAME_MAX || memchr(s, '/', len)))
+		r = cfg_expected_str(x, n, path, what);
+	if (!r) {
+		*out = cfg_dup_mem(s, len);
+		if (!*out)
+			r = cfg_nomem(x);
 	}
-	if (!r && v[5]) {
-		cfg_child_path(sub, path, keys[5]);
-		r = cfg_get_labels(x, v[5], sub, t->labels, &t->nlabels);
+	return r;
+}
+
+/* The value of the one selector among the values @v of a target. */
+static int get_selector(struct ctx *x, const struct node *const *v, const char *path,
+			struct fx_target *t)
+{
+	char sub[PATH_BUF];
+	uint64_t u;
+	int r;
+
+	if (v[T_UNIT]) {
+		t->kind = FX_TARGET_SYSTEMD_UNIT;
+		cfg_child_path(sub, path, target_keys[T_UNIT]);
+		return get_unit(x, v[T_UNIT], sub, &t->value);
+	}
+	if (v[T_CGROUP]) {
+		t->kind = FX_TARGET_CGROUP;
+		cfg_child_path(sub, path, target_keys[T_CGROUP]);
+		/* ".." could leave the cgroup2 mount the path is relative to. */
+		return cfg_get_abs_path(x, v[T_CGROUP], sub,
+					"an absolute cgroup path without .. such as "
+					"/system.slice/nginx.service",
+					true, &t->value);
+	}
+	if (v[T_PROCESS]) {
+		t->kind = FX_TARGET_PROCESS;
+		cfg_child_path(sub, path, target_keys[T_PROCESS]);
+		return get_process(x, v[T_PROCESS], sub, &t->value);
+	}
+	t->kind = FX_TARGET_PID;
+	cfg_child_path(sub, path, target_keys[T_PID]);
+	r = cfg_get_uint(x, v[T_PID], sub, 1, PID_MAX, 1, &u);
+	if (!r)
+		t->pid = (uint32_t)u;
+	return r;
+}
+
+/* Target @idx; @names holds the name nodes of those before it. */
+static int get_target(struct ctx *x, const struct node *n, const char *path, size_t idx,
+		      const struct node **names)
+{
+	struct fx_target *t = &x->c->targets[idx];
+	const struct node *v[T_NKEYS], *k[T_NKEYS];
+	char sub[PATH_BUF];
+	int r;
+
+	r = cfg_get_map(x, n, path,
+			"a mapping with a name and one of systemd_unit, cgroup, process, pid",
+			target_keys, T_NKEYS, v, k);
+	if (r)
+		return r;
+	if (!v[T_NAME])
+		return fail(x, n, path, "expected a name, got none");
+	r = get_target_name(x, v[T_NAME], path, t, idx, names);
+	if (!r)
+		r = check_selector(x, n, path, k);
+	if (!r)
+		r = get_selector(x, v, path, t);
+	if (!r && v[T_LABELS]) {
+		cfg_child_path(sub, path, target_keys[T_LABELS]);
+		r = cfg_get_labels(x, v[T_LABELS], sub, t->labels, &t->nlabels);
 	}
 	return r;
 }
@@ -262,7 +313,7 @@ int cfg_get_targets(struct ctx *x, const struct node *n)
 		cfg_item_path(sub, "targets", i);
 		/* Counted first so that release frees what a failing target holds. */
 		x->c->ntargets = i + 1;
-		r = get_target(x, n->kid[i], sub, &x->c->targets[i], names);
+		r = get_target(x, n->kid[i], sub, i, names);
 		if (r)
 			return r;
 	}

@@ -107,20 +107,15 @@ char *cfg_dup_mem(const void *s, size_t len)
 	return d;
 }
 
-/* Turns one event into a node and hangs it under the innermost open
- * collection (or makes it the root). */
-static int add_node(struct ctx *x, const yaml_event_t *ev, struct node **stack, size_t *depth,
-		    struct node **root, size_t *nnodes)
+/* The node of a scalar, alias or collection start event, or NULL when out
+ * of memory. */
+static struct node *new_node(const yaml_event_t *ev)
 {
 	const yaml_char_t *tag = NULL;
-	struct node *n, *parent;
+	struct node *n = calloc(1, sizeof(*n));
 
-	if (++*nnodes > MAX_NODES)
-		return cfg_fail_at(x, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
-				   "expected at most %d YAML nodes, got more", MAX_NODES);
-	n = calloc(1, sizeof(*n));
 	if (!n)
-		return cfg_nomem(x);
+		return NULL;
 	n->line = ev->start_mark.line + 1;
 	n->col = ev->start_mark.column + 1;
 	switch (ev->type) {
@@ -151,8 +146,49 @@ static int add_node(struct ctx *x, const yaml_event_t *ev, struct node **stack, 
 		n->tag = cfg_dup_mem(tag, strlen((const char *)tag));
 	if (!n->str || (tag && !n->tag)) {
 		cfg_node_free(n);
-		return cfg_nomem(x);
+		return NULL;
 	}
+	return n;
+}
+
+/* Appends @n to @parent's children. Returns 0 or -ENOMEM. */
+static int add_kid(struct node *parent, struct node *n)
+{
+	/* libyaml puts an empty value where the next token starts, often the
+	 * next line; its key is the better place to point at. */
+	if (parent->type == N_MAP && parent->nkid % 2 && n->type == N_SCALAR && n->plain &&
+	    !n->len) {
+		n->line = parent->kid[parent->nkid - 1]->line;
+		n->col = parent->kid[parent->nkid - 1]->col;
+	}
+	if (parent->nkid == parent->cap) {
+		/* Most collections here are small: start at 4, not fx_grow's 64. */
+		size_t cap = parent->cap ? parent->cap * 2 : 4;
+		/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
+		struct node **kid = realloc(parent->kid, cap * sizeof(*kid));
+
+		if (!kid)
+			return -ENOMEM;
+		parent->kid = kid;
+		parent->cap = cap;
+	}
+	parent->kid[parent->nkid++] = n;
+	return 0;
+}
+
+/* Turns one event into a node and hangs it under the innermost open
+ * collection (or makes it the root). */
+static int add_node(struct ctx *x, const yaml_event_t *ev, struct node **stack, size_t *depth,
+		    struct node **root, size_t *nnodes)
+{
+	struct node *n;
+
+	if (++*nnodes > MAX_NODES)
+		return cfg_fail_at(x, ev->start_mark.line + 1, ev->start_mark.column + 1, NULL,
+				   "expected at most %d YAML nodes, got more", MAX_NODES);
+	n = new_node(ev);
+	if (!n)
+		return cfg_nomem(x);
 	if (*depth == 0) {
 		/* One document (build_tree() refuses a second), one root. */
 		if (*root) {
@@ -162,29 +198,9 @@ static int add_node(struct ctx *x, const yaml_event_t *ev, struct node **stack, 
 					   "expected a single YAML document, got a second one");
 		}
 		*root = n;
-	} else {
-		parent = stack[*depth - 1];
-		/* libyaml puts an empty value where the next token starts, often the
-		 * next line; its key is the better place to point at. */
-		if (parent->type == N_MAP && parent->nkid % 2 && n->type == N_SCALAR && n->plain &&
-		    !n->len) {
-			n->line = parent->kid[parent->nkid - 1]->line;
-			n->col = parent->kid[parent->nkid - 1]->col;
-		}
-		if (parent->nkid == parent->cap) {
-			/* Most collections here are small: start at 4, not fx_grow's 64. */
-			size_t cap = parent->cap ? parent->cap * 2 : 4;
-			/* An array of pointers. NOLINTNEXTLINE(bugprone-sizeof-expression) */
-			struct node **kid = realloc(parent->kid, cap * sizeof(*kid));
-
-			if (!kid) {
-				cfg_node_free(n);
-				return cfg_nomem(x);
-			}
-			parent->kid = kid;
-			parent->cap = cap;
-		}
-		parent->kid[parent->nkid++] = n;
+	} else if (add_kid(stack[*depth - 1], n)) {
+		cfg_node_free(n);
+		return cfg_nomem(x);
 	}
 	if (n->type == N_SEQ || n->type == N_MAP) {
 		if (*depth == MAX_DEPTH)
