@@ -35,13 +35,16 @@ static void curl_init(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-/* The same, said in the log. */
+/* The same, said in the log. The message holds the reason already (and
+ * strerror() where there is one): fx_log_errno() would say it twice. */
 static int read_token(const char *path, char **auth, size_t *token_off)
 {
 	char why[PATH_MAX + 256];
 	int rc = fx_upload_read_token(path, auth, token_off, why, sizeof(why));
 
-	return rc < 0 ? fx_log_errno(FX_LOG_ERR, -rc, "%s", why) : 0;
+	if (rc < 0)
+		fx_err("%s", why);
+	return rc;
 }
 
 static void free_auth(char *auth)
@@ -68,24 +71,24 @@ static int check_header(const char *h, size_t idx, bool have_token)
 
 	while (is_tchar((unsigned char)h[n]))
 		n++;
-	if (!n || h[n] != ':')
-		return fx_log_errno(
-			FX_LOG_ERR, EINVAL,
-			"upload.headers: header %zu is not \"Name: value\" (a name of letters, "
-			"digits and -, then ':')",
-			idx + 1);
+	if (!n || h[n] != ':') {
+		fx_err("upload.headers: header %zu is not \"Name: value\" (a name of letters, "
+		       "digits and -, then ':')",
+		       idx + 1);
+		return -EINVAL;
+	}
 	for (v = h + n + 1; *v == ' ' || *v == '\t'; v++)
 		;
-	if (!*v)
-		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "upload.headers: header %zu (%.*s) has no value", idx + 1,
-				    (int)n, h);
+	if (!*v) {
+		fx_err("upload.headers: header %zu (%.*s) has no value", idx + 1, (int)n, h);
+		return -EINVAL;
+	}
 	for (; *v; v++) {
-		if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
-			return fx_log_errno(
-				FX_LOG_ERR, EINVAL,
-				"upload.headers: header %zu (%.*s) has a control character",
-				idx + 1, (int)n, h);
+		if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f) {
+			fx_err("upload.headers: header %zu (%.*s) has a control character", idx + 1,
+			       (int)n, h);
+			return -EINVAL;
+		}
 	}
 	for (i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
 		if (strlen(ours[i]) == n && !strncasecmp(h, ours[i], n))
@@ -93,23 +96,23 @@ static int check_header(const char *h, size_t idx, bool have_token)
 	}
 	if (n >= 10 && !strncasecmp(h, "x-fxagent-", 10))
 		goto ours;
-	if (have_token && n == 13 && !strncasecmp(h, "authorization", 13))
-		return fx_log_errno(FX_LOG_ERR, EINVAL,
-				    "upload.headers: header %zu (Authorization) clashes with "
-				    "upload.bearer_token_file; keep one of them",
-				    idx + 1);
+	if (have_token && n == 13 && !strncasecmp(h, "authorization", 13)) {
+		fx_err("upload.headers: header %zu (Authorization) clashes with "
+		       "upload.bearer_token_file; keep one of them",
+		       idx + 1);
+		return -EINVAL;
+	}
 	return 0;
 ours:
-	return fx_log_errno(
-		FX_LOG_ERR, EINVAL,
-		"upload.headers: header %zu (%.*s) is one fxagent sets itself; remove it", idx + 1,
-		(int)n, h);
+	fx_err("upload.headers: header %zu (%.*s) is one fxagent sets itself; remove it", idx + 1,
+	       (int)n, h);
+	return -EINVAL;
 }
 
 static int check_readable(const char *what, const char *path)
 {
 	if (path && access(path, R_OK))
-		return fx_log_errno(FX_LOG_ERR, errno, "%s %s: %s", what, path, strerror(errno));
+		return fx_log_errno(FX_LOG_ERR, errno, "%s %s", what, path);
 	return 0;
 }
 
@@ -154,10 +157,10 @@ static int setup_handle(struct fx_uploader *u, const struct fx_upload_opts *o)
 		rc = curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
 	if (!rc && o->insecure_skip_verify)
 		rc = curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	if (rc)
-		return fx_log_errno(FX_LOG_ERR, rc == CURLE_OUT_OF_MEMORY ? ENOMEM : ENOTSUP,
-				    "upload: libcurl refused an option: %s",
-				    curl_easy_strerror(rc));
+	if (rc) {
+		fx_err("upload: libcurl refused an option: %s", curl_easy_strerror(rc));
+		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -ENOTSUP;
+	}
 	/* A libcurl without HTTP/2 still speaks HTTP/1.1: not fatal. */
 	rc = curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
 	if (rc)
@@ -172,12 +175,16 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 	size_t n = 0, i;
 	int ret;
 
-	if (!opts || !opts->url || !host || !out)
-		return fx_log_errno(FX_LOG_ERR, EINVAL, "upload: no url or host given");
+	if (!opts || !opts->url || !host || !out) {
+		fx_err("upload: no url or host given");
+		return -EINVAL;
+	}
 	pthread_once(&curl_once, curl_init);
-	if (curl_init_rc != CURLE_OK)
-		return fx_log_errno(FX_LOG_ERR, EIO, "upload: libcurl initialization failed: %s",
-				    curl_easy_strerror(curl_init_rc));
+	if (curl_init_rc != CURLE_OK) {
+		fx_err("upload: libcurl initialization failed: %s",
+		       curl_easy_strerror(curl_init_rc));
+		return -EIO;
+	}
 	ret = upl_check_url(opts->url, host);
 	if (ret)
 		return ret;
@@ -195,8 +202,10 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 		return ret;
 
 	u = calloc(1, sizeof(*u));
-	if (!u)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "upload: out of memory");
+	if (!u) {
+		fx_err("upload: out of memory");
+		return -ENOMEM;
+	}
 	u->put = opts->put;
 	u->timeout_ms = opts->timeout_ms;
 	u->connect_timeout_ms = opts->connect_timeout_ms;
@@ -214,7 +223,8 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 		ret = dup_str(opts->headers[i], &u->headers[i]);
 	}
 	if (ret) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "upload: out of memory");
+		fx_err("upload: out of memory");
+		ret = -ENOMEM;
 		goto err;
 	}
 	if (u->token_file) {

@@ -215,26 +215,26 @@ int upl_check_url(const char *tmpl, const char *host)
 
 	ret = expand(tmpl, &info, host, &b, &bad);
 	if (ret == -EINVAL) {
-		ret = fx_log_errno(FX_LOG_ERR, EINVAL,
-				   "upload.url: unknown or unclosed placeholder \"%.40s\" (known: "
-				   "{host} {target} {start} {end} {seq} {id}; \"{{\" is a \"{\")",
-				   bad);
+		fx_err("upload.url: unknown or unclosed placeholder \"%.40s\" (known: {host} "
+		       "{target} {start} {end} {seq} {id}; \"{{\" is a \"{\")",
+		       bad);
 		goto out;
 	}
 	if (ret < 0) {
-		ret = fx_log_errno(FX_LOG_ERR, -ret, "upload: out of memory");
+		fx_err("upload: out of memory");
 		goto out;
 	}
 	/* An empty template expands to nothing at all (b.p stays NULL). */
 	if (!b.p || (strncasecmp(b.p, "http://", 7) && strncasecmp(b.p, "https://", 8) &&
 		     !upl_is_file_url(b.p))) {
-		ret = fx_log_errno(FX_LOG_ERR, EINVAL,
-				   "upload.url must start with http://, https:// or file://");
+		fx_err("upload.url must start with http://, https:// or file://");
+		ret = -EINVAL;
 		goto out;
 	}
 	cu = curl_url();
 	if (!cu) {
-		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "upload: out of memory");
+		fx_err("upload: out of memory");
+		ret = -ENOMEM;
 		goto out;
 	}
 	uc = curl_url_set(cu, CURLUPART_URL, b.p, 0);
@@ -243,8 +243,8 @@ int upl_check_url(const char *tmpl, const char *host)
 		char shown[256];
 
 		upl_url_for_log(b.p, shown, sizeof(shown));
-		ret = fx_log_errno(FX_LOG_ERR, EINVAL, "upload.url %s is not a valid URL: %s",
-				   shown, curl_url_strerror(uc));
+		fx_err("upload.url %s is not a valid URL: %s", shown, curl_url_strerror(uc));
+		ret = -EINVAL;
 	}
 out:
 	free(b.p);
