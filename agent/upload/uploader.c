@@ -169,16 +169,14 @@ static int setup_handle(struct fx_uploader *u, const struct fx_upload_opts *o)
 	return 0;
 }
 
-int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx_uploader **out)
+/* What can be checked before anything is made: libcurl, the URL template,
+ * the headers (*@nheaders of them) and that the TLS files can be read.
+ * Returns 0 or -errno (logged). */
+static int check_opts(const struct fx_upload_opts *opts, const char *host, size_t *nheaders)
 {
-	struct fx_uploader *u;
-	size_t n = 0, i;
+	size_t n;
 	int ret;
 
-	if (!opts || !opts->url || !host || !out) {
-		fx_err("upload: no url or host given");
-		return -EINVAL;
-	}
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK) {
 		fx_err("upload: libcurl initialization failed: %s",
@@ -198,14 +196,19 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 		ret = check_readable("upload.cert_file", opts->cert_file);
 	if (!ret)
 		ret = check_readable("upload.key_file", opts->key_file);
-	if (ret)
-		return ret;
+	if (!ret)
+		*nheaders = n;
+	return ret;
+}
 
-	u = calloc(1, sizeof(*u));
-	if (!u) {
-		fx_err("upload: out of memory");
-		return -ENOMEM;
-	}
+/* Copies into @u the options it keeps: the strings and the @n headers.
+ * Returns 0 or -ENOMEM (not logged). */
+static int copy_opts(struct fx_uploader *u, const struct fx_upload_opts *opts, const char *host,
+		     size_t n)
+{
+	size_t i;
+	int ret;
+
 	u->put = opts->put;
 	u->timeout_ms = opts->timeout_ms;
 	u->connect_timeout_ms = opts->connect_timeout_ms;
@@ -222,9 +225,30 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 		u->n_headers++;
 		ret = dup_str(opts->headers[i], &u->headers[i]);
 	}
+	return ret;
+}
+
+int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx_uploader **out)
+{
+	struct fx_uploader *u;
+	size_t n = 0;
+	int ret;
+
+	if (!opts || !opts->url || !host || !out) {
+		fx_err("upload: no url or host given");
+		return -EINVAL;
+	}
+	ret = check_opts(opts, host, &n);
+	if (ret)
+		return ret;
+	u = calloc(1, sizeof(*u));
+	if (!u) {
+		fx_err("upload: out of memory");
+		return -ENOMEM;
+	}
+	ret = copy_opts(u, opts, host, n);
 	if (ret) {
 		fx_err("upload: out of memory");
-		ret = -ENOMEM;
 		goto err;
 	}
 	if (u->token_file) {
