@@ -5,6 +5,12 @@
  * sorted oldest first in one array; the live part is e[first, first + n) so
  * that taking the oldest is O(1) and appending the newest is amortized O(1).
  * Everything else is on disk.
+ *
+ * One file for one concern, the spool directory's lifecycle: the chunk file
+ * names, the index that mirrors the directory under one lock and its limits,
+ * then the calls in the order a chunk meets them (open, add from incoming/,
+ * peek, done or reject to rejected/). Each part works on both the index and
+ * the directory: split, every file would need struct fx_spool and its lock.
  */
 #include "fxagent/spool.h"
 

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* The sections of how profiles are taken and kept: sampling, window, output
+ * and symbolization.
+ */
+#include "config_int.h"
+
+#include <stdlib.h>
+
+int cfg_get_sampling(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "frequency",     "unwind",	     "stack_bytes",
+					    "kernel_stacks", "include_idle", "ring_size" };
+	static const char *const unwinds[] = { "dwarf", "fp" };
+	const struct node *v[6], *k[6];
+	char sub[PATH_BUF];
+	uint64_t u;
+	size_t idx = 0;
+	int r;
+
+	r = cfg_get_map(x, n, "sampling", "a mapping", keys, 6, v, k);
+	if (!r && v[0]) {
+		r = cfg_get_uint(x, v[0], "sampling.frequency", 1, 10000, 1, &u);
+		if (!r)
+			x->c->sampling.frequency = (unsigned)u;
+	}
+	if (!r && v[1]) {
+		r = cfg_get_enum(x, v[1], "sampling.unwind", "dwarf or fp", unwinds, 2, &idx);
+		if (!r)
+			x->c->sampling.dwarf = idx == 0;
+	}
+	if (!r && v[2]) {
+		r = cfg_get_uint(x, v[2], "sampling.stack_bytes", 1024, 32768, 8, &u);
+		if (!r)
+			x->c->sampling.stack_bytes = (uint32_t)u;
+	}
+	if (!r && v[3]) {
+		cfg_child_path(sub, "sampling", keys[3]);
+		r = cfg_get_bool(x, v[3], sub, &x->c->sampling.kernel_stacks);
+	}
+	if (!r && v[4]) {
+		cfg_child_path(sub, "sampling", keys[4]);
+		r = cfg_get_bool(x, v[4], sub, &x->c->sampling.include_idle);
+	}
+	if (!r && v[5]) {
+		/* The kernel maps a power of two of pages per CPU. */
+		r = cfg_get_size(x, v[5], "sampling.ring_size", 0, 64ull << 20, &u);
+		if (!r && u && (u < 4096 || (u & (u - 1))))
+			r = cfg_expected(
+				x, v[5], "sampling.ring_size",
+				"0 (sized for the records) or a power of two from 4KiB to 64MiB");
+		if (!r)
+			x->c->sampling.ring_bytes = u;
+	}
+	return r;
+}
+
+int cfg_get_window(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "seconds", "max_stacks" };
+	const struct node *v[2], *k[2];
+	uint64_t u;
+	int r;
+
+	r = cfg_get_map(x, n, "window", "a mapping", keys, 2, v, k);
+	if (!r && v[0]) {
+		r = cfg_get_uint(x, v[0], "window.seconds", 1, 3600, 1, &u);
+		if (!r)
+			x->c->window.seconds = (unsigned)u;
+	}
+	if (!r && v[1]) {
+		r = cfg_get_uint(x, v[1], "window.max_stacks", 1000, 10000000, 1, &u);
+		if (!r)
+			x->c->window.max_stacks = (size_t)u;
+	}
+	return r;
+}
+
+int cfg_get_output(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "directory" };
+	const struct node *v[1], *k[1];
+	int r;
+
+	r = cfg_get_map(x, n, "output", "a mapping", keys, 1, v, k);
+	if (!r && v[0])
+		r = cfg_get_abs_path(x, v[0], "output.directory", "an absolute path", false,
+				     &x->c->output.directory);
+	return r;
+}
+
+int cfg_get_symbolization(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "debug_dirs", "demangle", "max_memory" };
+	const struct node *v[3], *k[3];
+	char sub[PATH_BUF];
+	size_t i;
+	int r;
+
+	r = cfg_get_map(x, n, "symbolization", "a mapping", keys, 3, v, k);
+	if (!r && v[0])
+		r = cfg_check_node(x, v[0], "symbolization.debug_dirs");
+	if (!r && v[0] && !cfg_is_null(v[0])) {
+		const struct node *l = v[0];
+
+		if (l->type != N_SEQ)
+			return cfg_expected(x, l, "symbolization.debug_dirs",
+					    "a list of absolute paths");
+		if (l->nkid > FX_CONFIG_MAX_DEBUG_DIRS)
+			return fail(x, l->kid[FX_CONFIG_MAX_DEBUG_DIRS], "symbolization.debug_dirs",
+				    "expected at most %d directories, got %zu",
+				    FX_CONFIG_MAX_DEBUG_DIRS, l->nkid);
+		/* The list replaces the default one. */
+		for (i = 0; i < x->c->symbolization.ndebug_dirs; i++) {
+			free(x->c->symbolization.debug_dirs[i]);
+			x->c->symbolization.debug_dirs[i] = NULL;
+		}
+		x->c->symbolization.ndebug_dirs = 0;
+		for (i = 0; i < l->nkid && !r; i++) {
+			cfg_item_path(sub, "symbolization.debug_dirs", i);
+			r = cfg_get_abs_path(x, l->kid[i], sub, "an absolute path", false,
+					     &x->c->symbolization.debug_dirs[i]);
+			if (!r)
+				x->c->symbolization.ndebug_dirs = i + 1;
+		}
+	}
+	if (!r && v[1])
+		r = cfg_get_bool(x, v[1], "symbolization.demangle", &x->c->symbolization.demangle);
+	if (!r && v[2])
+		r = cfg_get_size(x, v[2], "symbolization.max_memory", 1ull << 20, 16ull << 30,
+				 &x->c->symbolization.max_memory);
+	return r;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/* upload_int.h: what the files of agent/upload/ share, and nobody else sees
+ * (include/fxagent/upload.h is the module's contract).
+ *   uploader.c  fx_upload_new/_free/_reload: the options checked, the libcurl
+ *               handle set up (timeouts, TLS), the bearer token held
+ *   token.c     fx_upload_read_token(): the bearer token file
+ *   url.c       the URL template (expansion, check), URLs as logged, and the
+ *               growing string the URL and the headers are built in
+ *   send.c      fx_upload_send(): one request (headers, body, callbacks)
+ *   outcome.c   the answer: OK, RETRY or REJECT and the message (the token
+ *               cut out), Retry-After, fx_upload_backoff_ms()
+ * Functions shared between these files are upl_<verb>.
+ */
+#ifndef FXAGENT_UPLOAD_INT_H
+#define FXAGENT_UPLOAD_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "fxagent/upload.h"
+
+#define MAX_TOKEN_BYTES 8192
+#define BODY_LEN	(sizeof(((struct fx_upload_result *)0)->body) - 1)
+
+struct fx_uploader {
+	CURL *curl;
+	char *url; /* the template */
+	char *host;
+	char **headers; /* the user's, validated */
+	size_t n_headers;
+	char *token_file;
+	char *auth;	  /* "Authorization: Bearer <token>", or NULL */
+	size_t token_off; /* where the token starts in auth */
+	bool put;
+	unsigned timeout_ms, connect_timeout_ms;
+	char errbuf[CURL_ERROR_SIZE];
+};
+
+/* ---- url.c -------------------------------------------------------------- */
+
+/* A growing string; oom sticks. */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	bool oom;
+};
+
+void upl_sb_putn(struct sbuf *b, const char *s, size_t n);
+void upl_sb_puts(struct sbuf *b, const char *s);
+/* @s as a header value: visible ASCII but '%' as is, the rest percent-encoded. */
+void upl_sb_header_escaped(struct sbuf *b, const char *s);
+/* RFC 3986's unreserved characters: A-Z a-z 0-9 - . _ ~ */
+bool upl_is_unreserved(unsigned char c);
+/* UTC ISO 8601 basic, to the second (20261121T031000Z). Returns 0 or -EINVAL. */
+int upl_iso_basic(int64_t ms, char *out, size_t len);
+/* The template must expand, with a scheme we speak, into a URL libcurl
+ * parses. Returns 0 or -errno (logged). */
+int upl_check_url(const char *tmpl, const char *host);
+/* scheme://host[:port]/path of @url into @out: no user:password@, no query,
+ * no fragment. */
+void upl_url_for_log(const char *url, char *out, size_t len);
+bool upl_is_file_url(const char *url);
+
+/* ---- outcome.c ---------------------------------------------------------- */
+
+/* Copies @len bytes of @src to @dst (@cap bytes with the NUL), control
+ * characters made spaces and the token @tok (@tok_len bytes) replaced. */
+void upl_redact_into(char *dst, size_t cap, const char *src, size_t len, const char *tok,
+		     size_t tok_len);
+/* res->error from @fmt, without the token. */
+void upl_set_error(const struct fx_uploader *u, struct fx_upload_result *res, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Retry-After's value (@len bytes at @v) in ms, capped; -1 when unusable. */
+int64_t upl_parse_retry_after(const char *v, size_t len);
+/* The outcome of an answer with status res->status; @retry_after_ms from its
+ * Retry-After, or -1. @what is the request ("POST"), @shown its URL as logged. */
+void upl_classify_status(struct fx_uploader *u, const char *what, const char *shown,
+			 int64_t retry_after_ms, struct fx_upload_result *res);
+/* The outcome of a transfer libcurl failed with @rc: always RETRY. */
+void upl_classify_curl(struct fx_uploader *u, CURLcode rc, const char *what, const char *shown,
+		       struct fx_upload_result *res);
+
+#endif
