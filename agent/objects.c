@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fxagent/hash.h"
 #include "fxagent/log.h"
 #include "fxagent/util.h"
 #include "fxagent/window.h"
@@ -57,31 +58,22 @@ struct fx_objects {
 	struct fx_objects_stats stats;
 };
 
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static uint64_t bid_hash(const uint8_t *bid, size_t len)
 {
-	return hash_bytes(bid, len, 0xcbf29ce484222325ULL);
+	return fx_hash_bytes(bid, len);
 }
 
 static uint64_t file_hash(uint64_t dev, uint64_t ino, const char *path)
 {
-	uint64_t h = hash_bytes(&dev, sizeof(dev), 0xcbf29ce484222325ULL);
+	uint64_t h = fx_hash_add(FX_HASH_INIT, &dev, sizeof(dev));
 
-	h = hash_bytes(&ino, sizeof(ino), h);
-	return hash_bytes(path, strlen(path), h);
+	h = fx_hash_add(h, &ino, sizeof(ino));
+	return fx_mix64(fx_hash_add(h, path, strlen(path)));
 }
 
 static uint64_t path_hash(uint32_t file, const char *path, size_t len)
 {
-	return hash_bytes(path, len, hash_bytes(&file, sizeof(file), 0xcbf29ce484222325ULL));
+	return fx_mix64(fx_hash_add(fx_hash_add(FX_HASH_INIT, &file, sizeof(file)), path, len));
 }
 
 struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)

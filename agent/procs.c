@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fxagent/hash.h"
 #include "fxagent/util.h"
 #include "fxagent/window.h"
 
@@ -37,7 +38,7 @@ struct fx_procs {
 
 static size_t slot_of(uint32_t key, size_t cap)
 {
-	return (key * 0x9e3779b1u) & (cap - 1);
+	return fx_mix64(key) & (cap - 1);
 }
 
 static void *table_get(const struct table *t, uint32_t key)

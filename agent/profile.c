@@ -4,6 +4,7 @@
  * by the window, then everything is streamed through fx_json. The JSON text
  * itself is never held in memory. */
 #include "fxagent/profile.h"
+#include "fxagent/hash.h"
 #include "fxagent/util.h"
 
 #include <errno.h>
@@ -77,22 +78,11 @@ static uint64_t str_hash_at(const void *table, uint32_t idx)
 	return ((const struct strtab *)table)->v[idx].hash;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
-
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return fx_mix64(h);
-}
-
 /* Returns the index of @s in the string array, adding it; -ENOMEM on failure. */
 static int64_t str_intern(struct strtab *t, const char *s)
 {
 	size_t len = strlen(s), pos;
-	uint64_t hash = hash_bytes(s, len);
+	uint64_t hash = fx_hash_bytes(s, len);
 
 	if (index_hash_reserve(&t->h, t->n, str_hash_at, t) < 0 ||
 	    fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
@@ -122,7 +112,7 @@ struct pairtab {
 
 static uint64_t pair_hash(uint64_t a, uint64_t b)
 {
-	return fx_mix64(a * 0x9e3779b97f4a7c15ULL ^ fx_mix64(b));
+	return fx_mix64_pair(a, b);
 }
 
 static uint64_t pair_hash_at(const void *table, uint32_t idx)

@@ -9,6 +9,7 @@
 #include "fxagent/symbolize.h"
 #include "fxagent/demangle.h"
 #include "fxagent/elf.h"
+#include "fxagent/hash.h"
 #include "fxagent/log.h"
 
 #include <dwarf.h>
@@ -213,17 +214,6 @@ static char *arena_strndup(struct arena *a, const char *s, size_t len)
 	return p;
 }
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (*s) {
-		h ^= (unsigned char)*s++;
-		h *= 0x100000001b3ull;
-	}
-	return h;
-}
-
 static const char *pool_intern(struct strpool *p, const char *s)
 {
 	size_t i, mask;
@@ -238,7 +228,7 @@ static const char *pool_intern(struct strpool *p, const char *s)
 		for (j = 0; j < p->cap; j++) {
 			if (!p->slots[j])
 				continue;
-			i = hash_str(p->slots[j]) & (cap - 1);
+			i = fx_hash_str(p->slots[j]) & (cap - 1);
 			while (slots[i])
 				i = (i + 1) & (cap - 1);
 			slots[i] = p->slots[j];
@@ -248,7 +238,7 @@ static const char *pool_intern(struct strpool *p, const char *s)
 		p->cap = cap;
 	}
 	mask = p->cap - 1;
-	i = hash_str(s) & mask;
+	i = fx_hash_str(s) & mask;
 	while (p->slots[i]) {
 		if (strcmp(p->slots[i], s) == 0)
 			return p->slots[i];
@@ -1435,7 +1425,7 @@ static struct cached *cache_find(struct object *o, uint64_t offset, bool *found)
 		for (j = 0; j < o->cap_cache; j++) {
 			if (!o->cache[j].used)
 				continue;
-			i = (o->cache[j].offset * 0x9e3779b97f4a7c15ull >> 17) & (cap - 1);
+			i = fx_mix64(o->cache[j].offset) & (cap - 1);
 			while (t[i].used)
 				i = (i + 1) & (cap - 1);
 			t[i] = o->cache[j];
@@ -1445,7 +1435,7 @@ static struct cached *cache_find(struct object *o, uint64_t offset, bool *found)
 		o->cap_cache = cap;
 	}
 	mask = o->cap_cache - 1;
-	i = (offset * 0x9e3779b97f4a7c15ull >> 17) & mask;
+	i = fx_mix64(offset) & mask;
 	while (o->cache[i].used) {
 		if (o->cache[i].offset == offset) {
 			*found = true;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/window.h"
+#include "fxagent/hash.h"
 #include "fxagent/util.h"
 
 #include <errno.h>
@@ -8,7 +9,7 @@
 
 static uint64_t frame_hash(uint32_t object, uint64_t addr)
 {
-	return fx_mix64(addr ^ ((uint64_t)object << 40) ^ object);
+	return fx_mix64_pair(object, addr);
 }
 
 static uint64_t stack_hash(uint32_t parent, uint32_t frame)
