@@ -10,7 +10,9 @@
 #include "fxagent/demangle.h"
 #include "fxagent/elf.h"
 #include "fxagent/hash.h"
+#include "fxagent/hashtab.h"
 #include "fxagent/log.h"
+#include "fxagent/util.h"
 
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -65,8 +67,9 @@ struct arena {
 /* Interned strings of one object. */
 struct strpool {
 	struct arena mem;
-	const char **slots;
-	size_t n, cap; /* cap is a power of two */
+	const char **v;
+	size_t n, cap;
+	struct fx_hashtab index;
 };
 
 struct func {
@@ -103,7 +106,6 @@ struct load {
 struct cached {
 	uint64_t offset;
 	struct fx_sym_result res;
-	bool used;
 };
 
 struct object {
@@ -144,6 +146,7 @@ struct object {
 	struct arena res_mem;
 	struct cached *cache;
 	size_t n_cache, cap_cache;
+	struct fx_hashtab cache_index;
 };
 
 struct fx_symbolizer {
@@ -214,50 +217,44 @@ static char *arena_strndup(struct arena *a, const char *s, size_t len)
 	return p;
 }
 
+static uint64_t pool_hash_at(const void *ctx, uint32_t i)
+{
+	return fx_hash_str(((const struct strpool *)ctx)->v[i]);
+}
+
+static bool pool_eq(const void *ctx, uint32_t i, const void *key)
+{
+	return strcmp(((const struct strpool *)ctx)->v[i], key) == 0;
+}
+
 static const char *pool_intern(struct strpool *p, const char *s)
 {
-	size_t i, mask;
+	size_t len = strlen(s), pos;
+	uint32_t i;
 	char *copy;
 
-	if (p->n * 2 >= p->cap) {
-		size_t cap = p->cap ? p->cap * 2 : 256, j;
-		const char **slots = calloc(cap, sizeof(*slots));
-
-		if (!slots)
-			return NULL;
-		for (j = 0; j < p->cap; j++) {
-			if (!p->slots[j])
-				continue;
-			i = fx_hash_str(p->slots[j]) & (cap - 1);
-			while (slots[i])
-				i = (i + 1) & (cap - 1);
-			slots[i] = p->slots[j];
-		}
-		free(p->slots);
-		p->slots = slots;
-		p->cap = cap;
-	}
-	mask = p->cap - 1;
-	i = fx_hash_str(s) & mask;
-	while (p->slots[i]) {
-		if (strcmp(p->slots[i], s) == 0)
-			return p->slots[i];
-		i = (i + 1) & mask;
-	}
-	copy = arena_strndup(&p->mem, s, strlen(s));
+	if (fx_hashtab_reserve(&p->index, p->n + 1, pool_hash_at, p) < 0 ||
+	    fx_grow(&p->v, &p->cap, p->n + 1, sizeof(*p->v)) < 0)
+		return NULL;
+	pos = fx_hashtab_probe(&p->index, fx_hash_bytes(s, len), pool_eq, p, s);
+	i = fx_hashtab_at(&p->index, pos);
+	if (i != FX_HASHTAB_NONE)
+		return p->v[i];
+	copy = arena_strndup(&p->mem, s, len);
 	if (!copy)
 		return NULL;
-	p->slots[i] = copy;
-	p->n++;
+	p->v[p->n] = copy;
+	fx_hashtab_put(&p->index, pos, (uint32_t)p->n++);
 	return copy;
 }
 
 static void pool_free(struct strpool *p)
 {
 	arena_free(&p->mem);
-	free(p->slots);
-	p->slots = NULL;
+	free(p->v);
+	p->v = NULL;
 	p->n = p->cap = 0;
+	fx_hashtab_free(&p->index);
 }
 
 /* ---- files ---- */
@@ -1411,39 +1408,36 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 	return 0;
 }
 
-static struct cached *cache_find(struct object *o, uint64_t offset, bool *found)
+static uint64_t cache_hash_at(const void *ctx, uint32_t i)
 {
-	size_t mask, i;
+	return fx_mix64(((const struct object *)ctx)->cache[i].offset);
+}
 
-	*found = false;
-	if (o->n_cache * 2 >= o->cap_cache) {
-		size_t cap = o->cap_cache ? o->cap_cache * 2 : 1024, j;
-		struct cached *t = calloc(cap, sizeof(*t));
+static bool cache_eq(const void *ctx, uint32_t i, const void *key)
+{
+	return ((const struct object *)ctx)->cache[i].offset == *(const uint64_t *)key;
+}
 
-		if (!t)
-			return NULL;
-		for (j = 0; j < o->cap_cache; j++) {
-			if (!o->cache[j].used)
-				continue;
-			i = fx_mix64(o->cache[j].offset) & (cap - 1);
-			while (t[i].used)
-				i = (i + 1) & (cap - 1);
-			t[i] = o->cache[j];
-		}
-		free(o->cache);
-		o->cache = t;
-		o->cap_cache = cap;
-	}
-	mask = o->cap_cache - 1;
-	i = fx_mix64(offset) & mask;
-	while (o->cache[i].used) {
-		if (o->cache[i].offset == offset) {
-			*found = true;
-			return &o->cache[i];
-		}
-		i = (i + 1) & mask;
-	}
-	return &o->cache[i];
+/* The cached result of @offset, or NULL; *@pos gets the slot where
+ * cache_add() puts it, or SIZE_MAX when it cannot be cached (no memory). */
+static const struct cached *cache_find(struct object *o, uint64_t offset, size_t *pos)
+{
+	uint32_t i;
+
+	*pos = SIZE_MAX;
+	if (fx_hashtab_reserve(&o->cache_index, o->n_cache + 1, cache_hash_at, o) < 0 ||
+	    fx_grow(&o->cache, &o->cap_cache, o->n_cache + 1, sizeof(*o->cache)) < 0)
+		return NULL;
+	*pos = fx_hashtab_probe(&o->cache_index, fx_mix64(offset), cache_eq, o, &offset);
+	i = fx_hashtab_at(&o->cache_index, *pos);
+	return i == FX_HASHTAB_NONE ? NULL : &o->cache[i];
+}
+
+/* Caches @r for @offset in the slot cache_find() gave, the cache unchanged since. */
+static void cache_add(struct object *o, size_t pos, uint64_t offset, const struct fx_sym_result *r)
+{
+	o->cache[o->n_cache] = (struct cached){ .offset = offset, .res = *r };
+	fx_hashtab_put(&o->cache_index, pos, (uint32_t)o->n_cache++);
 }
 
 static void cache_reset(struct object *o)
@@ -1451,6 +1445,7 @@ static void cache_reset(struct object *o)
 	free(o->cache);
 	o->cache = NULL;
 	o->n_cache = o->cap_cache = 0;
+	fx_hashtab_free(&o->cache_index);
 	arena_free(&o->res_mem);
 }
 
@@ -1648,8 +1643,9 @@ void fx_symbolizer_free(struct fx_symbolizer *s)
 static uint64_t object_bytes(const struct object *o)
 {
 	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->strs.mem.bytes +
-		     o->strs.cap * sizeof(*o->strs.slots) + o->res_mem.bytes +
-		     o->cap_cache * sizeof(*o->cache) + o->n_loads * sizeof(*o->loads) +
+		     o->strs.cap * sizeof(*o->strs.v) + fx_hashtab_bytes(&o->strs.index) +
+		     o->res_mem.bytes + o->cap_cache * sizeof(*o->cache) +
+		     fx_hashtab_bytes(&o->cache_index) + o->n_loads * sizeof(*o->loads) +
 		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
 		     o->dw_bytes;
 
@@ -1675,28 +1671,24 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	 * after the path it was asked for. */
 	other_path = o && strcmp(base, o->base_name) != 0;
 	for (i = 0; i < n; i++) {
-		struct cached *c = NULL;
-		bool found = false;
+		const struct cached *c = NULL;
+		size_t pos = SIZE_MAX;
 
 		s->stats.lookups++;
 		if (o)
-			c = cache_find(o, offsets[i], &found);
-		if (!found && o && !measuring) {
+			c = cache_find(o, offsets[i], &pos);
+		if (!c && o && !measuring) {
 			/* Lookups that miss read DWARF: libdw's tables grow. */
 			measuring = true;
 			heap0 = heap_bytes();
 			counted0 = object_bytes(o);
 		}
-		if (found) {
+		if (c) {
 			s->stats.cache_hits++;
 			out[i] = c->res;
 		} else if (o && compute(s, o, offsets[i], &out[i]) == 0) {
-			if (c) {
-				c->used = true;
-				c->offset = offsets[i];
-				c->res = out[i];
-				o->n_cache++;
-			}
+			if (pos != SIZE_MAX)
+				cache_add(o, pos, offsets[i], &out[i]);
 		} else {
 			out[i] = (struct fx_sym_result){ .n_frames = 1, .frames = &oom_frame };
 		}
