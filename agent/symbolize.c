@@ -7,6 +7,7 @@
  * owns a symbolizer.
  */
 #include "fxagent/symbolize.h"
+#include "fxagent/arena.h"
 #include "fxagent/demangle.h"
 #include "fxagent/elf.h"
 #include "fxagent/hash.h"
@@ -44,7 +45,6 @@
 #define MAX_DIE_STEPS	 (1u << 22)
 #define MAX_LOOKUP_STEPS (1u << 16)
 #define PAGE_SIZE_MIN	 4096
-#define CHUNK_SIZE	 (64 * 1024)
 /* What the symbolizer holds between batches (fx_symbolizer_opts.max_bytes):
  * tables, cached results, and DWARF: the debug sections, which libdw reads
  * whole, and libdw's tables. Over it, the least recently used objects release
@@ -52,21 +52,9 @@
  * most of its CUs touched is about 28 MiB: the default keeps it. */
 #define DEFAULT_MAX_BYTES ((uint64_t)32 << 20)
 
-/* Bump allocator: pointers stay valid until the arena is reset or freed. */
-struct chunk {
-	struct chunk *next;
-	size_t used, cap;
-	max_align_t data[];
-};
-
-struct arena {
-	struct chunk *head;
-	size_t bytes; /* malloc'ed, for the memory accounting */
-};
-
 /* Interned strings of one object. */
 struct strpool {
-	struct arena mem;
+	struct fx_arena mem;
 	const char **v;
 	size_t n, cap;
 	struct fx_hashtab index;
@@ -143,7 +131,7 @@ struct object {
 	size_t n_cu_ranges;
 
 	/* Results, reset together when the cache is full. */
-	struct arena res_mem;
+	struct fx_arena res_mem;
 	struct cached *cache;
 	size_t n_cache, cap_cache;
 	struct fx_hashtab cache_index;
@@ -171,52 +159,6 @@ static void elf_init(void)
 
 /* ---- memory ---- */
 
-static void *arena_alloc(struct arena *a, size_t size)
-{
-	struct chunk *c = a->head;
-	size_t align = sizeof(max_align_t);
-	size_t need = (size + align - 1) & ~(align - 1);
-
-	if (!c || c->cap - c->used < need) {
-		size_t cap = need > CHUNK_SIZE ? need : CHUNK_SIZE;
-
-		c = malloc(sizeof(*c) + cap);
-		if (!c)
-			return NULL;
-		c->cap = cap;
-		c->used = 0;
-		c->next = a->head;
-		a->head = c;
-		a->bytes += sizeof(*c) + cap;
-	}
-	c->used += need;
-	return (char *)c->data + c->used - need;
-}
-
-static void arena_free(struct arena *a)
-{
-	struct chunk *c = a->head, *next;
-
-	while (c) {
-		next = c->next;
-		free(c);
-		c = next;
-	}
-	a->head = NULL;
-	a->bytes = 0;
-}
-
-static char *arena_strndup(struct arena *a, const char *s, size_t len)
-{
-	char *p = arena_alloc(a, len + 1);
-
-	if (!p)
-		return NULL;
-	memcpy(p, s, len);
-	p[len] = '\0';
-	return p;
-}
-
 static uint64_t pool_hash_at(const void *ctx, uint32_t i)
 {
 	return fx_hash_str(((const struct strpool *)ctx)->v[i]);
@@ -240,7 +182,7 @@ static const char *pool_intern(struct strpool *p, const char *s)
 	i = fx_hashtab_at(&p->index, pos);
 	if (i != FX_HASHTAB_NONE)
 		return p->v[i];
-	copy = arena_strndup(&p->mem, s, len);
+	copy = fx_arena_strndup(&p->mem, s, len);
 	if (!copy)
 		return NULL;
 	p->v[p->n] = copy;
@@ -250,7 +192,7 @@ static const char *pool_intern(struct strpool *p, const char *s)
 
 static void pool_free(struct strpool *p)
 {
-	arena_free(&p->mem);
+	fx_arena_free(&p->mem);
 	free(p->v);
 	p->v = NULL;
 	p->n = p->cap = 0;
@@ -574,7 +516,7 @@ static int add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Wo
 				.size = sym.st_size,
 				.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
 				.label = st == STT_NOTYPE,
-				.name = arena_strndup(&o->strs.mem, name, strlen(name)),
+				.name = fx_arena_strndup(&o->strs.mem, name, strlen(name)),
 			};
 			if (!fv->v[fv->n].name)
 				return -ENOMEM;
@@ -1320,13 +1262,13 @@ static const char *func_name(struct fx_symbolizer *s, struct object *o, struct f
 static const struct fx_sym_frame *fallback_frame(struct object *o, const char *base,
 						 uint64_t offset)
 {
-	struct fx_sym_frame *fr = arena_alloc(&o->res_mem, sizeof(*fr));
+	struct fx_sym_frame *fr = fx_arena_alloc(&o->res_mem, sizeof(*fr));
 	char buf[300];
 
 	if (!fr)
 		return NULL;
 	snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base, offset);
-	fr->name = arena_strndup(&o->res_mem, buf, strlen(buf));
+	fr->name = fx_arena_strndup(&o->res_mem, buf, strlen(buf));
 	if (!fr->name)
 		return NULL;
 	fr->file = NULL;
@@ -1386,7 +1328,7 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 	}
 	if (!name0)
 		return fallback(o, offset, r);
-	fr = arena_alloc(&o->res_mem, (n ? n : 1) * sizeof(*fr));
+	fr = fx_arena_alloc(&o->res_mem, (n ? n : 1) * sizeof(*fr));
 	if (!fr)
 		return -ENOMEM;
 	if (!n) {
@@ -1446,7 +1388,7 @@ static void cache_reset(struct object *o)
 	o->cache = NULL;
 	o->n_cache = o->cap_cache = 0;
 	fx_hashtab_free(&o->cache_index);
-	arena_free(&o->res_mem);
+	fx_arena_free(&o->res_mem);
 }
 
 /* ---- objects ---- */
@@ -1642,9 +1584,9 @@ void fx_symbolizer_free(struct fx_symbolizer *s)
  * (dw_bytes). */
 static uint64_t object_bytes(const struct object *o)
 {
-	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->strs.mem.bytes +
+	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + fx_arena_bytes(&o->strs.mem) +
 		     o->strs.cap * sizeof(*o->strs.v) + fx_hashtab_bytes(&o->strs.index) +
-		     o->res_mem.bytes + o->cap_cache * sizeof(*o->cache) +
+		     fx_arena_bytes(&o->res_mem) + o->cap_cache * sizeof(*o->cache) +
 		     fx_hashtab_bytes(&o->cache_index) + o->n_loads * sizeof(*o->loads) +
 		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
 		     o->dw_bytes;
