@@ -25,7 +25,6 @@
 #include <libelf.h>
 #include <limits.h>
 #include <malloc.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,13 +148,6 @@ struct fx_symbolizer {
 	uint64_t max_bytes;
 	struct fx_symbolizer_stats stats;
 };
-
-static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
-
-static void elf_init(void)
-{
-	elf_version(EV_CURRENT);
-}
 
 /* ---- memory ---- */
 
@@ -1538,7 +1530,7 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 	struct fx_symbolizer *s;
 	size_t n = 0, i;
 
-	pthread_once(&elf_once, elf_init);
+	fx_elf_init();
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
