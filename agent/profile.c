@@ -4,12 +4,12 @@
  * by the window, then everything is streamed through fx_json. The JSON text
  * itself is never held in memory. */
 #include "fxagent/profile.h"
+#include "fxagent/atomic_file.h"
 #include "fxagent/hash.h"
 #include "fxagent/hashtab.h"
 #include "fxagent/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1041,30 +1041,6 @@ out:
 	return rc;
 }
 
-static void sync_dir_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd;
-
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, (size_t)(slash - path));
-	if (!dir) {
-		fx_warn("Failed to sync the directory of '%s': out of memory, ignoring", path);
-		return;
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		fx_warn("Failed to sync directory '%s': %s, ignoring", dir, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-}
-
 /* The umask, read without changing it (umask(2) can only set it, and other
  * threads create files meanwhile). */
 static mode_t file_umask(void)
@@ -1074,68 +1050,33 @@ static mode_t file_umask(void)
 	return fx_self_status("Umask", 8, &mask) == 0 ? (mode_t)(mask & 0777) : 022;
 }
 
+struct gz_job {
+	const struct fx_profile_input *in;
+	struct fx_profile_stats *stats;
+};
+
+static int write_gz_job(int fd, void *arg)
+{
+	const struct gz_job *job = arg;
+
+	return write_gz(job->in, fd, job->stats);
+}
+
 int fx_profile_write_file(const struct fx_profile_input *in, const char *path,
 			  struct fx_profile_stats *stats)
 {
-	char *tmp = NULL;
-	int fd, rc;
+	struct gz_job job = { .in = in, .stats = stats };
+	int rc;
 
 	if (!strcmp(path, "-")) {
 		rc = write_gz(in, STDOUT_FILENO, stats);
 		if (rc < 0)
-			return fx_log_errno(FX_LOG_ERR, -rc,
-					    "Failed to write the profile to stdout: %s",
-					    strerror(-rc));
+			return fx_log_errno(FX_LOG_ERR, -rc, "cannot write the profile to stdout");
 		return 0;
 	}
-	if (asprintf(&tmp, "%s.tmpXXXXXX", path) < 0)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "Failed to write '%s': out of memory",
-				    path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s': %s", tmp,
-				  strerror(errno));
-		free(tmp);
-		return rc;
-	}
-	/* mkostemp makes 0600; a profile gets what open(0666) would give under
-	 * the process's umask (the service's UMask=0027 keeps chunks private). */
-	if (fchmod(fd, 0666 & ~file_umask()) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to chmod '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	rc = write_gz(in, fd, stats);
-	if (rc < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, -rc, "Failed to write '%s': %s", tmp, strerror(-rc));
-		goto fail;
-	}
-	if (fsync(fd) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to sync '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	rc = close(fd);
-	fd = -1;
-	if (rc < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to close '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	if (rename(tmp, path) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to rename '%s' to '%s': %s", tmp, path,
-				  strerror(errno));
-		goto fail;
-	}
-	free(tmp);
-	sync_dir_of(path);
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	free(tmp);
-	return rc;
+	/* What open(0666) would give under the process's umask (the service's
+	 * UMask=0027 keeps chunks private). */
+	return fx_atomic_file_write(path, 0666 & ~file_umask(), FX_LOG_ERR, write_gz_job, &job);
 }
 
 int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34])
