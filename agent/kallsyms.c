@@ -205,7 +205,7 @@ struct fx_kallsyms *fx_kallsyms_load(const char *path)
 	f = fopen(path, "re");
 	if (!f) {
 		err = errno;
-		fx_debug("kallsyms: cannot open '%s': %s", path, strerror(err));
+		fx_log_errno(FX_LOG_DEBUG, err, "kallsyms: cannot open '%s'", path);
 		errno = err;
 		return NULL;
 	}
@@ -269,9 +269,9 @@ struct fx_kallsyms *fx_kallsyms_load_system(void)
 	struct fx_kallsyms *ks = fx_kallsyms_load("/proc/kallsyms");
 
 	if (!ks && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		fx_warn("kernel symbols unavailable (%s): kernel frames stay addresses; reading "
-			"/proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1 (and, under "
-			"systemd, no ProtectKernelTunables=)",
-			strerror(errno));
+		fx_log_errno(FX_LOG_WARN, errno,
+			     "cannot read kernel symbols (kernel frames stay addresses; reading "
+			     "/proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1 and, "
+			     "under systemd, no ProtectKernelTunables=)");
 	return ks;
 }

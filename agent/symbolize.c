@@ -1489,8 +1489,8 @@ static struct object *get_object(struct fx_symbolizer *s, const struct fx_elf_so
 	}
 	o->err = load_object(s, o, src);
 	if (o->err) {
-		fx_debug("symbolize: cannot read '%s': %s", src->path ? src->path : "?",
-			 strerror(-o->err));
+		fx_log_errno(FX_LOG_DEBUG, -o->err, "symbolize: cannot read '%s'",
+			     src->path ? src->path : "?");
 		/* Keep the failure cached; drop half-built tables. */
 		free(o->funcs);
 		o->funcs = NULL;
