@@ -8,8 +8,7 @@
 /* The capacity of a table's first allocation. */
 #define MIN_CAP 64
 
-int fx_hashtab_reserve(struct fx_hashtab *h, size_t count, fx_hashtab_hash_fn hash_at,
-		       const void *ctx)
+int fx_hashtab_grow(struct fx_hashtab *h, size_t count, fx_hashtab_hash_fn hash_at, const void *ctx)
 {
 	size_t ncap = h->cap ? h->cap : MIN_CAP;
 	uint32_t *slots;

@@ -45,11 +45,22 @@ typedef bool (*fx_hashtab_eq_fn)(const void *ctx, uint32_t idx, const void *key)
 /* A zeroed struct fx_hashtab is an empty table: memory is taken on first
  * reserve. */
 
+/* fx_hashtab_reserve()'s growth: call that instead. */
+int fx_hashtab_grow(struct fx_hashtab *h, size_t count, fx_hashtab_hash_fn hash_at,
+		    const void *ctx);
+
 /* Makes room for @count entries in all, growing (and rehashing the entries
  * through @hash_at over @ctx) when @count is over half the capacity.
- * Returns 0, or -ENOMEM with the table unchanged. */
-int fx_hashtab_reserve(struct fx_hashtab *h, size_t count, fx_hashtab_hash_fn hash_at,
-		       const void *ctx);
+ * Returns 0, or -ENOMEM with the table unchanged. Inline: it is called for
+ * every key interned, and grows rarely. */
+static inline int fx_hashtab_reserve(struct fx_hashtab *h, size_t count, fx_hashtab_hash_fn hash_at,
+				     const void *ctx)
+{
+	/* An empty table (cap 0) grows for any @count > 0. */
+	if (count && count <= h->cap / 2)
+		return 0;
+	return fx_hashtab_grow(h, count, hash_at, ctx);
+}
 
 /* Empties the table, keeping its memory. */
 void fx_hashtab_reset(struct fx_hashtab *h);
@@ -62,9 +73,10 @@ void fx_hashtab_free(struct fx_hashtab *h);
 static inline size_t fx_hashtab_probe(const struct fx_hashtab *h, uint64_t hash,
 				      fx_hashtab_eq_fn eq, const void *ctx, const void *key)
 {
+	const uint32_t *slots = h->slots;
 	size_t mask = h->cap - 1, pos = (size_t)hash & mask;
 
-	while (h->slots[pos] && !eq(ctx, h->slots[pos] - 1, key))
+	while (slots[pos] && !eq(ctx, slots[pos] - 1, key))
 		pos = (pos + 1) & mask;
 	return pos;
 }
