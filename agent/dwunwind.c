@@ -5,12 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/elf.h"
 #include "fxagent/log.h"
 #include "fxagent/window.h"
 
@@ -67,13 +67,6 @@ struct fx_dwunwind {
 	struct fx_dwunwind_stats stats;
 };
 
-static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
-
-static void elf_init(void)
-{
-	elf_version(EV_CURRENT);
-}
-
 int fx_dwunwind_dwarf_regs(const uint64_t *regs, uint64_t mask, uint64_t out[FX_DWUNWIND_NREGS])
 {
 	/* DWARF number -> perf number */
@@ -102,7 +95,7 @@ int fx_dwunwind_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias
 	size_t phnum;
 	int ret = -ENOENT;
 
-	pthread_once(&elf_once, elf_init);
+	fx_elf_init();
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &phnum) != 0) {
 		elf_end(elf);
@@ -325,7 +318,7 @@ struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_pr
 
 	if (!d)
 		return NULL;
-	pthread_once(&elf_once, elf_init);
+	fx_elf_init();
 	d->objs = objs;
 	d->max = max_procs ? max_procs : 1;
 	d->v = calloc(d->max, sizeof(*d->v));

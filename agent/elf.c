@@ -13,9 +13,14 @@
 
 static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
 
-static void elf_init(void)
+static void elf_init_once(void)
 {
 	elf_version(EV_CURRENT);
+}
+
+void fx_elf_init(void)
+{
+	pthread_once(&elf_once, elf_init_once);
 }
 
 /* Scans one block of notes for NT_GNU_BUILD_ID. Returns the length, or 0. */
@@ -49,7 +54,7 @@ int fx_elf_build_id_fd(int fd, uint8_t *out, size_t cap)
 	size_t i, nphdr;
 	int ret = 0;
 
-	pthread_once(&elf_once, elf_init);
+	fx_elf_init();
 	/* ELF_C_READ reads with pread: no mmap of a file another process may truncate. */
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf)

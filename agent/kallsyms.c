@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/kallsyms.h"
+#include "fxagent/arena.h"
 #include "fxagent/log.h"
 
 #include <errno.h>
@@ -14,43 +15,17 @@
 
 struct ksym {
 	uint64_t start;
-	uint32_t name;	 /* offset in the arena */
-	uint32_t module; /* offset in the arena; 0 is "" */
-	uint32_t rank;	 /* local bit | input index: among equal starts, lower is preferred */
+	const char *name;   /* in the arena */
+	const char *module; /* in the arena; NULL for the core kernel */
+	uint32_t rank;	    /* local bit | input index: among equal starts, lower is preferred */
 };
 
 struct fx_kallsyms {
 	struct ksym *syms;
 	size_t n, cap;
-	char *arena;
-	size_t arena_len, arena_cap;
+	struct fx_arena names; /* names and module names, capped at ARENA_MAX */
 	uint64_t base;
 };
-
-static int arena_add(struct fx_kallsyms *ks, const char *s, size_t len, uint32_t *off)
-{
-	size_t need = ks->arena_len + len + 1;
-
-	if (need > ARENA_MAX)
-		return -E2BIG;
-	if (need > ks->arena_cap) {
-		size_t cap = ks->arena_cap ? ks->arena_cap * 2 : 1 << 16;
-		char *p;
-
-		while (cap < need)
-			cap *= 2;
-		p = realloc(ks->arena, cap);
-		if (!p)
-			return -ENOMEM;
-		ks->arena = p;
-		ks->arena_cap = cap;
-	}
-	memcpy(ks->arena + ks->arena_len, s, len);
-	ks->arena[ks->arena_len + len] = '\0';
-	*off = (uint32_t)ks->arena_len;
-	ks->arena_len = need;
-	return 0;
-}
 
 /* Splits one line into its fields. Returns false for a malformed line. */
 static bool parse_line(char *line, uint64_t *addr, char *type, char **name, size_t *name_len,
@@ -109,8 +84,15 @@ static int cmp_ksym(const void *a, const void *b)
 	return 0;
 }
 
+/* A copy of @s (@len bytes) in the names arena: -E2BIG past its cap. */
+static int arena_add(struct fx_kallsyms *ks, const char *s, size_t len, const char **out)
+{
+	*out = fx_arena_strndup(&ks->names, s, len);
+	return *out ? 0 : -errno;
+}
+
 static int add_sym(struct fx_kallsyms *ks, uint64_t addr, char type, const char *name,
-		   size_t name_len, const char *mod, size_t mod_len, uint32_t *last_mod)
+		   size_t name_len, const char *mod, size_t mod_len, const char **last_mod)
 {
 	struct ksym *s;
 	int ret;
@@ -134,11 +116,11 @@ static int add_sym(struct fx_kallsyms *ks, uint64_t addr, char type, const char 
 	ret = arena_add(ks, name, name_len, &s->name);
 	if (ret)
 		return ret;
-	s->module = 0;
+	s->module = NULL;
 	if (mod) {
 		/* Symbols of one module are contiguous: share its name with the last one. */
-		if (*last_mod && strlen(ks->arena + *last_mod) == mod_len &&
-		    memcmp(ks->arena + *last_mod, mod, mod_len) == 0) {
+		if (*last_mod && strlen(*last_mod) == mod_len &&
+		    memcmp(*last_mod, mod, mod_len) == 0) {
 			s->module = *last_mod;
 		} else {
 			ret = arena_add(ks, mod, mod_len, &s->module);
@@ -156,7 +138,7 @@ struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 	struct fx_kallsyms *ks;
 	char *line = NULL;
 	size_t line_cap = 0, i, skipped = 0;
-	uint32_t last_mod = 0, empty;
+	const char *last_mod = NULL;
 	bool any_nonzero = false, any = false;
 	int ret = 0;
 
@@ -165,8 +147,7 @@ struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 		errno = ENOMEM;
 		return NULL;
 	}
-	/* Offset 0 of the arena is the empty module name of the core kernel. */
-	ret = arena_add(ks, "", 0, &empty);
+	fx_arena_init(&ks->names, ARENA_MAX);
 	while (ret == 0 && getline(&line, &line_cap, f) >= 0) {
 		uint64_t addr;
 		char type, *name, *mod;
@@ -205,7 +186,7 @@ struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 	ks->base = 0;
 	for (i = 0; i < ks->n; i++) {
 		/* Sorted: the first core-kernel symbol is the lowest. */
-		if (ks->syms[i].module == 0 && ks->syms[i].start) {
+		if (!ks->syms[i].module && ks->syms[i].start) {
 			ks->base = ks->syms[i].start;
 			break;
 		}
@@ -224,7 +205,7 @@ struct fx_kallsyms *fx_kallsyms_load(const char *path)
 	f = fopen(path, "re");
 	if (!f) {
 		err = errno;
-		fx_debug("kallsyms: cannot open '%s': %s", path, strerror(err));
+		fx_log_errno(FX_LOG_DEBUG, err, "kallsyms: cannot open '%s'", path);
 		errno = err;
 		return NULL;
 	}
@@ -240,7 +221,7 @@ void fx_kallsyms_free(struct fx_kallsyms *ks)
 	if (!ks)
 		return;
 	free(ks->syms);
-	free(ks->arena);
+	fx_arena_free(&ks->names);
 	free(ks);
 }
 
@@ -265,8 +246,8 @@ int fx_kallsyms_lookup(const struct fx_kallsyms *ks, uint64_t addr, struct fx_ks
 	while (i > 0 && ks->syms[i - 1].start == ks->syms[i].start)
 		i--;
 	j = lo + 1;
-	out->name = ks->arena + ks->syms[i].name;
-	out->module = ks->arena + ks->syms[i].module;
+	out->name = ks->syms[i].name;
+	out->module = ks->syms[i].module ? ks->syms[i].module : "";
 	out->start = ks->syms[i].start;
 	out->size = j < ks->n ? ks->syms[j].start - ks->syms[i].start : 0;
 	return 0;
@@ -288,9 +269,9 @@ struct fx_kallsyms *fx_kallsyms_load_system(void)
 	struct fx_kallsyms *ks = fx_kallsyms_load("/proc/kallsyms");
 
 	if (!ks && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
-		fx_warn("kernel symbols unavailable (%s): kernel frames stay addresses; reading "
-			"/proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1 (and, under "
-			"systemd, no ProtectKernelTunables=)",
-			strerror(errno));
+		fx_log_errno(FX_LOG_WARN, errno,
+			     "cannot read kernel symbols (kernel frames stay addresses; reading "
+			     "/proc/kallsyms needs CAP_SYSLOG and kernel.kptr_restrict <= 1 and, "
+			     "under systemd, no ProtectKernelTunables=)");
 	return ks;
 }

@@ -2,13 +2,11 @@
 #include "fxagent/metrics.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "fxagent/atomic_file.h"
 
 /* Label values escape \, " and newlines, as the text format says. */
 static void put_label_value(FILE *f, const char *v)
@@ -25,26 +23,13 @@ static void put_label_value(FILE *f, const char *v)
 
 int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n)
 {
-	char tmp[PATH_MAX];
-	FILE *f;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
 	int ret = 0;
 
-	int fd;
-
-	/* A fresh name made with O_EXCL: node_exporter's directory is often
-	 * writable by others, who could put a symlink at a fixed name. */
-	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
+	if (!f)
 		return -errno;
-	/* node_exporter reads it as another user; counters are not secret. */
-	if (fchmod(fd, 0644) < 0 || !(f = fdopen(fd, "w"))) {
-		ret = -errno;
-		close(fd);
-		unlink(tmp);
-		return ret;
-	}
 	for (size_t i = 0; i < n; i++) {
 		if (i == 0 || strcmp(m[i].name, m[i - 1].name)) {
 			fprintf(f, "# HELP %s %s\n", m[i].name, m[i].help);
@@ -60,12 +45,15 @@ int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n)
 		fprintf(f, " %.17g\n", m[i].value);
 	}
 	if (fflush(f) != 0 || ferror(f))
-		ret = -(errno ? errno : EIO);
+		ret = -(errno ? errno : ENOMEM);
 	if (fclose(f) != 0 && !ret)
-		ret = -errno;
-	if (!ret && rename(tmp, path) < 0)
-		ret = -errno;
-	if (ret)
-		unlink(tmp);
+		ret = -(errno ? errno : ENOMEM);
+	/* A fresh temporary name (O_EXCL): node_exporter's directory is often
+	 * writable by others, who could put a symlink at a fixed name.
+	 * node_exporter reads the file as another user; counters are not
+	 * secret. The caller reports failures: logged at debug here. */
+	if (!ret)
+		ret = fx_atomic_file_write_buf(path, 0644, FX_LOG_DEBUG, text, len);
+	free(text);
 	return ret;
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fxagent/hash.h"
+#include "fxagent/hashtab.h"
 #include "fxagent/log.h"
 #include "fxagent/util.h"
 #include "fxagent/window.h"
@@ -50,38 +52,28 @@ struct fx_objects {
 	 * name the same build-id. */
 	struct alias *aliases;
 	size_t naliases, aliases_cap;
-	/* Open addressing of (index + 1): file entries by build-id, aliases by
-	 * (dev, ino, path), objects by (file, path). */
-	uint32_t *by_bid, *by_file, *by_path;
-	size_t hcap;
+	/* File entries by build-id, aliases by (dev, ino, path), objects by
+	 * (file, path). */
+	struct fx_hashtab by_bid, by_file, by_path;
 	struct fx_objects_stats stats;
 };
 
-static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
-{
-	const uint8_t *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 static uint64_t bid_hash(const uint8_t *bid, size_t len)
 {
-	return hash_bytes(bid, len, 0xcbf29ce484222325ULL);
+	return fx_hash_bytes(bid, len);
 }
 
 static uint64_t file_hash(uint64_t dev, uint64_t ino, const char *path)
 {
-	uint64_t h = hash_bytes(&dev, sizeof(dev), 0xcbf29ce484222325ULL);
+	uint64_t h = fx_hash_add(FX_HASH_INIT, &dev, sizeof(dev));
 
-	h = hash_bytes(&ino, sizeof(ino), h);
-	return hash_bytes(path, strlen(path), h);
+	h = fx_hash_add(h, &ino, sizeof(ino));
+	return fx_mix64(fx_hash_add(h, path, strlen(path)));
 }
 
 static uint64_t path_hash(uint32_t file, const char *path, size_t len)
 {
-	return hash_bytes(path, len, hash_bytes(&file, sizeof(file), 0xcbf29ce484222325ULL));
+	return fx_mix64(fx_hash_add(fx_hash_add(FX_HASH_INIT, &file, sizeof(file)), path, len));
 }
 
 struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open)
@@ -115,75 +107,98 @@ void fx_objects_free(struct fx_objects *o)
 		free(o->aliases[i].path);
 	free(o->aliases);
 	free(o->v);
-	free(o->by_bid);
-	free(o->by_file);
-	free(o->by_path);
+	fx_hashtab_free(&o->by_bid);
+	fx_hashtab_free(&o->by_file);
+	fx_hashtab_free(&o->by_path);
 	free(o->proc_root);
 	pthread_mutex_destroy(&o->lock);
 	free(o);
 }
 
-static bool bid_eq(const struct fx_object *ob, const uint8_t *bid, size_t len)
+/* The keys of look-ups, as the equality callbacks take them. */
+struct bid_key {
+	const uint8_t *bid;
+	size_t len;
+};
+
+struct file_key {
+	uint64_t dev, ino;
+	const char *path;
+};
+
+struct path_key {
+	uint32_t file;
+	const char *path;
+	size_t len; /* no NUL among the bytes */
+};
+
+static uint64_t bid_hash_at(const void *ctx, uint32_t id)
 {
-	return ob->build_id_len == len && memcmp(ob->build_id, bid, len) == 0;
+	const struct fx_object *ob = &((const struct fx_objects *)ctx)->v[id]->ob;
+
+	return bid_hash(ob->build_id, ob->build_id_len);
+}
+
+static bool bid_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct fx_object *ob = &((const struct fx_objects *)ctx)->v[id]->ob;
+	const struct bid_key *k = key;
+
+	return ob->build_id_len == k->len && memcmp(ob->build_id, k->bid, k->len) == 0;
+}
+
+static uint64_t file_hash_at(const void *ctx, uint32_t i)
+{
+	const struct alias *a = &((const struct fx_objects *)ctx)->aliases[i];
+
+	return file_hash(a->dev, a->ino, a->path);
+}
+
+static bool file_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct alias *a = &((const struct fx_objects *)ctx)->aliases[i];
+	const struct file_key *k = key;
+
+	return a->dev == k->dev && a->ino == k->ino && strcmp(a->path, k->path) == 0;
+}
+
+static uint64_t path_hash_at(const void *ctx, uint32_t id)
+{
+	const struct entry *e = ((const struct fx_objects *)ctx)->v[id];
+
+	return path_hash(e->file, e->ob.path, strlen(e->ob.path));
+}
+
+static bool path_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct entry *e = ((const struct fx_objects *)ctx)->v[id];
+	const struct path_key *k = key;
+
+	return e->file == k->file && strlen(e->ob.path) == k->len &&
+	       !memcmp(e->ob.path, k->path, k->len);
 }
 
 static uint32_t find_bid(const struct fx_objects *o, const uint8_t *bid, size_t len)
 {
-	size_t pos;
+	const struct bid_key k = { .bid = bid, .len = len };
 
-	if (!o->hcap)
-		return FX_NONE;
-	pos = bid_hash(bid, len) & (o->hcap - 1);
-	for (; o->by_bid[pos]; pos = (pos + 1) & (o->hcap - 1)) {
-		const struct fx_object *ob = &o->v[o->by_bid[pos] - 1]->ob;
-
-		if (bid_eq(ob, bid, len))
-			return ob->id;
-	}
-	return FX_NONE;
+	return fx_hashtab_find(&o->by_bid, bid_hash(bid, len), bid_eq, o, &k);
 }
 
 static uint32_t find_file(const struct fx_objects *o, uint64_t dev, uint64_t ino, const char *path)
 {
-	size_t pos;
+	const struct file_key k = { .dev = dev, .ino = ino, .path = path };
+	uint32_t i = fx_hashtab_find(&o->by_file, file_hash(dev, ino, path), file_eq, o, &k);
 
-	if (!o->hcap)
-		return FX_NONE;
-	pos = file_hash(dev, ino, path) & (o->hcap - 1);
-	for (; o->by_file[pos]; pos = (pos + 1) & (o->hcap - 1)) {
-		const struct alias *a = &o->aliases[o->by_file[pos] - 1];
-
-		if (a->dev == dev && a->ino == ino && strcmp(a->path, path) == 0)
-			return a->id;
-	}
-	return FX_NONE;
+	return i == FX_HASHTAB_NONE ? FX_NONE : o->aliases[i].id;
 }
 
 /* The object of @file at @path (@len bytes, no NUL among them), or FX_NONE. */
 static uint32_t find_path(const struct fx_objects *o, uint32_t file, const char *path, size_t len)
 {
-	size_t pos;
+	const struct path_key k = { .file = file, .path = path, .len = len };
 
-	if (!o->hcap)
-		return FX_NONE;
-	pos = path_hash(file, path, len) & (o->hcap - 1);
-	for (; o->by_path[pos]; pos = (pos + 1) & (o->hcap - 1)) {
-		const struct entry *e = o->v[o->by_path[pos] - 1];
-
-		if (e->file == file && strlen(e->ob.path) == len && !memcmp(e->ob.path, path, len))
-			return e->ob.id;
-	}
-	return FX_NONE;
-}
-
-static void insert(uint32_t *table, size_t cap, uint64_t h, uint32_t id)
-{
-	size_t pos = h & (cap - 1);
-
-	while (table[pos])
-		pos = (pos + 1) & (cap - 1);
-	table[pos] = id + 1;
+	return fx_hashtab_find(&o->by_path, path_hash(file, path, len), path_eq, o, &k);
 }
 
 static void index_object(struct fx_objects *o, const struct entry *e)
@@ -192,50 +207,28 @@ static void index_object(struct fx_objects *o, const struct entry *e)
 
 	/* Only a file entry answers for a build-id: the others share its file. */
 	if (ob->build_id_len && e->file == ob->id)
-		insert(o->by_bid, o->hcap, bid_hash(ob->build_id, ob->build_id_len), ob->id);
-	insert(o->by_path, o->hcap, path_hash(e->file, ob->path, strlen(ob->path)), ob->id);
+		fx_hashtab_insert(&o->by_bid, bid_hash(ob->build_id, ob->build_id_len), ob->id);
+	fx_hashtab_insert(&o->by_path, path_hash(e->file, ob->path, strlen(ob->path)), ob->id);
 }
 
 static void index_alias(struct fx_objects *o, size_t i)
 {
 	const struct alias *a = &o->aliases[i];
 
-	insert(o->by_file, o->hcap, file_hash(a->dev, a->ino, a->path), (uint32_t)i);
+	fx_hashtab_insert(&o->by_file, file_hash(a->dev, a->ino, a->path), (uint32_t)i);
 }
 
 /* Makes room for one more object and one more alias. */
 static int reserve(struct fx_objects *o)
 {
-	size_t most = o->naliases > o->n ? o->naliases : o->n;
-
 	if (fx_grow(&o->aliases, &o->aliases_cap, o->naliases + 1, sizeof(*o->aliases)) < 0 ||
 	    /* o->v is an array of pointers.
 	     * NOLINTNEXTLINE(bugprone-sizeof-expression) */
-	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0)
+	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0 ||
+	    fx_hashtab_reserve(&o->by_bid, o->by_bid.count + 1, bid_hash_at, o) < 0 ||
+	    fx_hashtab_reserve(&o->by_path, o->n + 1, path_hash_at, o) < 0 ||
+	    fx_hashtab_reserve(&o->by_file, o->naliases + 1, file_hash_at, o) < 0)
 		return -ENOMEM;
-	if ((most + 1) * 2 > o->hcap) {
-		size_t ncap = o->hcap ? o->hcap * 2 : 256;
-		uint32_t *a = calloc(ncap, sizeof(*a)), *b = calloc(ncap, sizeof(*b));
-		uint32_t *c = calloc(ncap, sizeof(*c));
-
-		if (!a || !b || !c) {
-			free(a);
-			free(b);
-			free(c);
-			return -ENOMEM;
-		}
-		free(o->by_bid);
-		free(o->by_file);
-		free(o->by_path);
-		o->by_bid = a;
-		o->by_file = b;
-		o->by_path = c;
-		o->hcap = ncap;
-		for (size_t i = 0; i < o->n; i++)
-			index_object(o, o->v[i]);
-		for (size_t i = 0; i < o->naliases; i++)
-			index_alias(o, i);
-	}
 	return 0;
 }
 

@@ -12,18 +12,23 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "fxagent/hash.h"
+#include "fxagent/hashtab.h"
 #include "fxagent/util.h"
 #include "fxagent/window.h"
 
-/* A u32-keyed open-addressing table of pointers (key 0 is never used: pid 0
- * is the idle task and is not tracked). */
-struct table {
-	uint32_t *keys;
-	void **vals;
-	size_t cap, n, tombs;
+/* A u32-keyed table of pointers: the entries in an array (removal moves
+ * the last one into the hole), found through a hash index. */
+struct table_entry {
+	void *val;
+	uint32_t key;
 };
 
-#define TOMB UINT32_MAX
+struct table {
+	struct table_entry *v;
+	size_t n, cap;
+	struct fx_hashtab index;
+};
 
 struct fx_procs {
 	struct fx_objects *objs;
@@ -35,86 +40,63 @@ struct fx_procs {
 	size_t reap_cursor; /* where fx_procs_reap_gone() goes on */
 };
 
-static size_t slot_of(uint32_t key, size_t cap)
+static uint64_t key_hash_at(const void *ctx, uint32_t i)
 {
-	return (key * 0x9e3779b1u) & (cap - 1);
+	return fx_mix64(((const struct table *)ctx)->v[i].key);
+}
+
+static bool key_eq(const void *ctx, uint32_t i, const void *key)
+{
+	return ((const struct table *)ctx)->v[i].key == *(const uint32_t *)key;
 }
 
 static void *table_get(const struct table *t, uint32_t key)
 {
-	if (!t->cap)
-		return NULL;
-	for (size_t pos = slot_of(key, t->cap);; pos = (pos + 1) & (t->cap - 1)) {
-		if (t->keys[pos] == key)
-			return t->vals[pos];
-		if (!t->keys[pos])
-			return NULL;
-	}
-}
+	uint32_t i = fx_hashtab_find(&t->index, fx_mix64(key), key_eq, t, &key);
 
-static int table_resize(struct table *t, size_t ncap)
-{
-	uint32_t *keys = calloc(ncap, sizeof(*keys));
-	void **vals = calloc(ncap, sizeof(*vals));
-
-	if (!keys || !vals) {
-		free(keys);
-		free(vals);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < t->cap; i++) {
-		size_t pos;
-
-		if (!t->keys[i] || t->keys[i] == TOMB)
-			continue;
-		pos = slot_of(t->keys[i], ncap);
-		while (keys[pos])
-			pos = (pos + 1) & (ncap - 1);
-		keys[pos] = t->keys[i];
-		vals[pos] = t->vals[i];
-	}
-	free(t->keys);
-	free(t->vals);
-	t->keys = keys;
-	t->vals = vals;
-	t->cap = ncap;
-	t->tombs = 0;
-	return 0;
+	return i == FX_HASHTAB_NONE ? NULL : t->v[i].val;
 }
 
 static int table_put(struct table *t, uint32_t key, void *val)
 {
-	size_t pos, free_pos = SIZE_MAX;
+	size_t pos;
+	uint32_t i;
 
-	if ((t->n + t->tombs + 1) * 2 > t->cap &&
-	    table_resize(t, t->cap && t->n * 4 > t->cap ? t->cap * 2 : (t->cap ? t->cap : 256)) < 0)
+	if (fx_hashtab_reserve(&t->index, t->n + 1, key_hash_at, t) < 0)
 		return -ENOMEM;
-	/* Look past tombstones for the key before reusing the first free slot. */
-	for (pos = slot_of(key, t->cap); t->keys[pos]; pos = (pos + 1) & (t->cap - 1)) {
-		if (t->keys[pos] == key) {
-			t->vals[pos] = val;
-			return 0;
-		}
-		if (t->keys[pos] == TOMB && free_pos == SIZE_MAX)
-			free_pos = pos;
+	pos = fx_hashtab_probe(&t->index, fx_mix64(key), key_eq, t, &key);
+	i = fx_hashtab_at(&t->index, pos);
+	if (i != FX_HASHTAB_NONE) {
+		t->v[i].val = val;
+		return 0;
 	}
-	if (free_pos != SIZE_MAX) {
-		pos = free_pos;
-		t->tombs--;
-	}
-	t->keys[pos] = key;
-	t->vals[pos] = val;
-	t->n++;
+	if (fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+		return -ENOMEM;
+	t->v[t->n] = (struct table_entry){ .val = val, .key = key };
+	fx_hashtab_put(&t->index, pos, (uint32_t)t->n++);
 	return 0;
+}
+
+/* Removes entry @i; the last entry takes its place. */
+static void table_remove(struct table *t, size_t i)
+{
+	size_t last = t->n - 1;
+
+	fx_hashtab_remove(&t->index, fx_mix64(t->v[i].key), (uint32_t)i, key_hash_at, t);
+	if (i != last) {
+		fx_hashtab_renumber(&t->index, fx_mix64(t->v[last].key), (uint32_t)last,
+				    (uint32_t)i);
+		t->v[i] = t->v[last];
+	}
+	t->n--;
 }
 
 static void table_free(struct table *t, void (*free_val)(void *))
 {
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->keys[i] && t->keys[i] != TOMB)
-			free_val(t->vals[i]);
-	free(t->keys);
-	free(t->vals);
+	for (size_t i = 0; i < t->n; i++)
+		free_val(t->v[i].val);
+	free(t->v);
+	fx_hashtab_free(&t->index);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -390,7 +372,8 @@ struct fx_proc *fx_procs_get(struct fx_procs *p, uint32_t pid)
 	struct fx_proc *proc = table_get(&p->procs, pid);
 	char path[128];
 
-	if (proc || pid == 0 || pid == TOMB)
+	/* 0 is the idle task, -1 a task being torn down: neither is tracked. */
+	if (proc || pid == 0 || pid == UINT32_MAX)
 		return proc;
 	proc = new_proc(p, pid);
 	if (!proc)
@@ -433,7 +416,7 @@ struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid
 
 	if (t && t->pid == pid)
 		return t;
-	if (tid == 0 || tid == TOMB)
+	if (tid == 0 || tid == UINT32_MAX)
 		return NULL;
 	proc = fx_procs_get(p, pid);
 	snprintf(comm, sizeof(comm), "%s", proc ? proc->comm : "?");
@@ -544,15 +527,11 @@ bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *objec
 
 static void sweep(struct table *t, size_t exited_off, void (*free_val)(void *))
 {
-	for (size_t i = 0; i < t->cap; i++) {
-		if (!t->keys[i] || t->keys[i] == TOMB)
-			continue;
-		if (*(bool *)((char *)t->vals[i] + exited_off)) {
-			free_val(t->vals[i]);
-			t->keys[i] = TOMB;
-			t->vals[i] = NULL;
-			t->n--;
-			t->tombs++;
+	/* Backwards: the entry moved into a hole has been looked at. */
+	for (size_t i = t->n; i-- > 0;) {
+		if (*(bool *)((char *)t->v[i].val + exited_off)) {
+			free_val(t->v[i].val);
+			table_remove(t, i);
 		}
 	}
 }
@@ -565,7 +544,7 @@ void fx_procs_sweep(struct fx_procs *p)
 	p->stats.threads = p->threads.n;
 }
 
-/* Marks exited the entries of @t, from slot *@cursor on, whose id is gone
+/* Marks exited the entries of @t, from entry *@cursor on, whose id is gone
  * from @root; looks at @budget live entries at most. */
 static size_t reap(struct table *t, size_t exited_off, const char *root, size_t *cursor,
 		   size_t budget)
@@ -573,22 +552,19 @@ static size_t reap(struct table *t, size_t exited_off, const char *root, size_t 
 	size_t marked = 0, start = *cursor;
 	char path[PATH_MAX];
 
-	for (size_t k = 0; k < t->cap && budget; k++) {
-		size_t i = (start + k) & (t->cap - 1);
-		bool *exited;
+	for (size_t k = 0; k < t->n && budget; k++) {
+		size_t i = (start + k) % t->n;
+		bool *exited = (bool *)((char *)t->v[i].val + exited_off);
 
-		if (!t->keys[i] || t->keys[i] == TOMB)
-			continue;
-		exited = (bool *)((char *)t->vals[i] + exited_off);
 		if (*exited)
 			continue;
 		budget--;
-		snprintf(path, sizeof(path), "%s/%" PRIu32, root, t->keys[i]);
+		snprintf(path, sizeof(path), "%s/%" PRIu32, root, t->v[i].key);
 		if (access(path, F_OK) != 0 && errno == ENOENT) {
 			*exited = true;
 			marked++;
 		}
-		*cursor = (i + 1) & (t->cap - 1);
+		*cursor = (i + 1) % t->n;
 	}
 	return marked;
 }
@@ -599,11 +575,11 @@ size_t fx_procs_reap_gone(struct fx_procs *p, size_t budget)
 			budget);
 
 	/* The threads of a process found gone are gone too: no access() each. */
-	for (size_t i = 0; n && i < p->threads.cap; i++) {
-		struct fx_thread *t = p->threads.vals[i];
+	for (size_t i = 0; n && i < p->threads.n; i++) {
+		struct fx_thread *t = p->threads.v[i].val;
 		const struct fx_proc *proc;
 
-		if (!p->threads.keys[i] || p->threads.keys[i] == TOMB || t->exited)
+		if (t->exited)
 			continue;
 		proc = table_get(&p->procs, t->pid);
 		if (proc && proc->exited)
@@ -615,13 +591,10 @@ size_t fx_procs_reap_gone(struct fx_procs *p, size_t budget)
 
 void fx_procs_mark_objects(const struct fx_procs *p)
 {
-	for (size_t i = 0; i < p->procs.cap; i++) {
-		const struct fx_proc *proc;
-
-		if (!p->procs.keys[i] || p->procs.keys[i] == TOMB)
-			continue;
+	for (size_t i = 0; i < p->procs.n; i++) {
 		/* Exited but not swept yet: its threads may still run. */
-		proc = p->procs.vals[i];
+		const struct fx_proc *proc = p->procs.v[i].val;
+
 		if (proc->nmaps)
 			fx_objects_mark(p->objs, &proc->maps[0].object, proc->nmaps,
 					sizeof(proc->maps[0]));

@@ -4,10 +4,12 @@
  * by the window, then everything is streamed through fx_json. The JSON text
  * itself is never held in memory. */
 #include "fxagent/profile.h"
+#include "fxagent/atomic_file.h"
+#include "fxagent/hash.h"
+#include "fxagent/hashtab.h"
 #include "fxagent/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,42 +24,6 @@
 #define SCHEMA_LOST	 "FxLostSamples"
 #define UNKNOWN_NAME	 "[unknown]"
 
-/* Open addressing from a key to an index; slots hold index + 1, 0 = empty.
- * The keys live in the caller's table; @key_hash reads them back on rehash. */
-struct index_hash {
-	uint32_t *slots;
-	size_t cap; /* power of two */
-};
-
-typedef uint64_t (*key_hash_fn)(const void *table, uint32_t idx);
-
-static int index_hash_reserve(struct index_hash *h, size_t count, key_hash_fn key_hash,
-			      const void *table)
-{
-	size_t ncap = h->cap ? h->cap : 256;
-	uint32_t *slots;
-
-	/* Keep the load factor at or under 1/2. */
-	if ((count + 1) * 2 <= h->cap)
-		return 0;
-	while ((count + 1) * 2 > ncap)
-		ncap *= 2;
-	slots = calloc(ncap, sizeof(*slots));
-	if (!slots)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < count; i++) {
-		size_t pos = key_hash(table, i) & (ncap - 1);
-
-		while (slots[pos])
-			pos = (pos + 1) & (ncap - 1);
-		slots[pos] = i + 1;
-	}
-	free(h->slots);
-	h->slots = slots;
-	h->cap = ncap;
-	return 0;
-}
-
 /* ---- strings ---- */
 
 struct str {
@@ -69,7 +35,7 @@ struct str {
 struct strtab {
 	struct str *v;
 	size_t n, cap;
-	struct index_hash h;
+	struct fx_hashtab index;
 };
 
 static uint64_t str_hash_at(const void *table, uint32_t idx)
@@ -77,35 +43,28 @@ static uint64_t str_hash_at(const void *table, uint32_t idx)
 	return ((const struct strtab *)table)->v[idx].hash;
 }
 
-static uint64_t hash_bytes(const char *s, size_t len)
+static bool str_eq(const void *table, uint32_t idx, const void *key)
 {
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+	const struct str *e = &((const struct strtab *)table)->v[idx], *k = key;
 
-	for (size_t i = 0; i < len; i++) {
-		h ^= (unsigned char)s[i];
-		h *= 0x100000001b3ULL;
-	}
-	return fx_mix64(h);
+	return e->hash == k->hash && e->len == k->len && !memcmp(e->s, k->s, k->len);
 }
 
 /* Returns the index of @s in the string array, adding it; -ENOMEM on failure. */
 static int64_t str_intern(struct strtab *t, const char *s)
 {
-	size_t len = strlen(s), pos;
-	uint64_t hash = hash_bytes(s, len);
+	size_t len = strlen(s);
+	const struct str key = { .s = s, .len = len, .hash = fx_hash_bytes(s, len) };
+	uint32_t idx;
 
-	if (index_hash_reserve(&t->h, t->n, str_hash_at, t) < 0 ||
-	    fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+	if (fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
 		return -ENOMEM;
-	for (pos = hash & (t->h.cap - 1); t->h.slots[pos]; pos = (pos + 1) & (t->h.cap - 1)) {
-		const struct str *e = &t->v[t->h.slots[pos] - 1];
-
-		if (e->hash == hash && e->len == len && !memcmp(e->s, s, len))
-			return t->h.slots[pos] - 1;
-	}
-	t->v[t->n] = (struct str){ .s = s, .len = len, .hash = hash };
-	t->h.slots[pos] = (uint32_t)t->n + 1;
-	return (int64_t)t->n++;
+	idx = fx_hashtab_intern(&t->index, key.hash, &key, (uint32_t)t->n, str_hash_at, str_eq, t);
+	if (idx == FX_HASHTAB_NONE)
+		return -ENOMEM;
+	if (idx == t->n)
+		t->v[t->n++] = key;
+	return idx;
 }
 
 /* ---- keyed tables: native symbols, funcs, threads ---- */
@@ -117,64 +76,53 @@ struct pair {
 struct pairtab {
 	struct pair *v;
 	size_t n, cap;
-	struct index_hash h;
+	struct fx_hashtab index;
 };
-
-static uint64_t pair_hash(uint64_t a, uint64_t b)
-{
-	return fx_mix64(a * 0x9e3779b97f4a7c15ULL ^ fx_mix64(b));
-}
 
 static uint64_t pair_hash_at(const void *table, uint32_t idx)
 {
 	const struct pair *p = &((const struct pairtab *)table)->v[idx];
 
-	return pair_hash(p->a, p->b);
+	return fx_mix64_pair(p->a, p->b);
 }
 
-/* The slot holding (@a, @b), or the empty slot where it would go. */
-static size_t pair_slot(const struct pairtab *t, uint64_t a, uint64_t b)
+static bool pair_eq(const void *table, uint32_t idx, const void *key)
 {
-	size_t pos;
+	const struct pair *e = &((const struct pairtab *)table)->v[idx], *k = key;
 
-	for (pos = pair_hash(a, b) & (t->h.cap - 1); t->h.slots[pos];
-	     pos = (pos + 1) & (t->h.cap - 1)) {
-		const struct pair *e = &t->v[t->h.slots[pos] - 1];
-
-		if (e->a == a && e->b == b)
-			break;
-	}
-	return pos;
+	return e->a == k->a && e->b == k->b;
 }
 
 /* Index of (@a, @b), or -1. */
 static int64_t pair_find(const struct pairtab *t, uint64_t a, uint64_t b)
 {
-	if (!t->h.cap)
-		return -1;
-	return (int64_t)t->h.slots[pair_slot(t, a, b)] - 1;
+	const struct pair key = { .a = a, .b = b };
+	uint32_t idx = fx_hashtab_find(&t->index, fx_mix64_pair(a, b), pair_eq, t, &key);
+
+	return idx == FX_HASHTAB_NONE ? -1 : (int64_t)idx;
 }
 
 /* Finds (@a, @b) or appends it. Returns its index, or -ENOMEM. */
 static int64_t pair_intern(struct pairtab *t, uint64_t a, uint64_t b)
 {
-	size_t pos;
+	const struct pair key = { .a = a, .b = b };
+	uint32_t idx;
 
-	if (index_hash_reserve(&t->h, t->n, pair_hash_at, t) < 0 ||
-	    fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
+	if (fx_grow(&t->v, &t->cap, t->n + 1, sizeof(*t->v)) < 0)
 		return -ENOMEM;
-	pos = pair_slot(t, a, b);
-	if (t->h.slots[pos])
-		return t->h.slots[pos] - 1;
-	t->v[t->n] = (struct pair){ .a = a, .b = b };
-	t->h.slots[pos] = (uint32_t)t->n + 1;
-	return (int64_t)t->n++;
+	idx = fx_hashtab_intern(&t->index, fx_mix64_pair(a, b), &key, (uint32_t)t->n, pair_hash_at,
+				pair_eq, t);
+	if (idx == FX_HASHTAB_NONE)
+		return -ENOMEM;
+	if (idx == t->n)
+		t->v[t->n++] = key;
+	return idx;
 }
 
 static void pairtab_free(struct pairtab *t)
 {
 	free(t->v);
-	free(t->h.slots);
+	fx_hashtab_free(&t->index);
 }
 
 /* ---- the tables of one profile ---- */
@@ -224,7 +172,7 @@ struct tables {
 static void tables_free(struct tables *t)
 {
 	free(t->strs.v);
-	free(t->strs.h.slots);
+	fx_hashtab_free(&t->strs.index);
 	free(t->lib_res);
 	free(t->res);
 	pairtab_free(&t->nsym_keys);
@@ -1093,30 +1041,6 @@ out:
 	return rc;
 }
 
-static void sync_dir_of(const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	char *dir;
-	int fd;
-
-	if (!slash)
-		dir = strdup(".");
-	else if (slash == path)
-		dir = strdup("/");
-	else
-		dir = strndup(path, (size_t)(slash - path));
-	if (!dir) {
-		fx_warn("Failed to sync the directory of '%s': out of memory, ignoring", path);
-		return;
-	}
-	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || fsync(fd) < 0)
-		fx_warn("Failed to sync directory '%s': %s, ignoring", dir, strerror(errno));
-	if (fd >= 0)
-		close(fd);
-	free(dir);
-}
-
 /* The umask, read without changing it (umask(2) can only set it, and other
  * threads create files meanwhile). */
 static mode_t file_umask(void)
@@ -1126,68 +1050,33 @@ static mode_t file_umask(void)
 	return fx_self_status("Umask", 8, &mask) == 0 ? (mode_t)(mask & 0777) : 022;
 }
 
+struct gz_job {
+	const struct fx_profile_input *in;
+	struct fx_profile_stats *stats;
+};
+
+static int write_gz_job(int fd, void *arg)
+{
+	const struct gz_job *job = arg;
+
+	return write_gz(job->in, fd, job->stats);
+}
+
 int fx_profile_write_file(const struct fx_profile_input *in, const char *path,
 			  struct fx_profile_stats *stats)
 {
-	char *tmp = NULL;
-	int fd, rc;
+	struct gz_job job = { .in = in, .stats = stats };
+	int rc;
 
 	if (!strcmp(path, "-")) {
 		rc = write_gz(in, STDOUT_FILENO, stats);
 		if (rc < 0)
-			return fx_log_errno(FX_LOG_ERR, -rc,
-					    "Failed to write the profile to stdout: %s",
-					    strerror(-rc));
+			return fx_log_errno(FX_LOG_ERR, -rc, "cannot write the profile to stdout");
 		return 0;
 	}
-	if (asprintf(&tmp, "%s.tmpXXXXXX", path) < 0)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "Failed to write '%s': out of memory",
-				    path);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to create '%s': %s", tmp,
-				  strerror(errno));
-		free(tmp);
-		return rc;
-	}
-	/* mkostemp makes 0600; a profile gets what open(0666) would give under
-	 * the process's umask (the service's UMask=0027 keeps chunks private). */
-	if (fchmod(fd, 0666 & ~file_umask()) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to chmod '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	rc = write_gz(in, fd, stats);
-	if (rc < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, -rc, "Failed to write '%s': %s", tmp, strerror(-rc));
-		goto fail;
-	}
-	if (fsync(fd) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to sync '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	rc = close(fd);
-	fd = -1;
-	if (rc < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to close '%s': %s", tmp,
-				  strerror(errno));
-		goto fail;
-	}
-	if (rename(tmp, path) < 0) {
-		rc = fx_log_errno(FX_LOG_ERR, errno, "Failed to rename '%s' to '%s': %s", tmp, path,
-				  strerror(errno));
-		goto fail;
-	}
-	free(tmp);
-	sync_dir_of(path);
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	free(tmp);
-	return rc;
+	/* What open(0666) would give under the process's umask (the service's
+	 * UMask=0027 keeps chunks private). */
+	return fx_atomic_file_write(path, 0666 & ~file_umask(), FX_LOG_ERR, write_gz_job, &job);
 }
 
 int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34])

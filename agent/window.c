@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/window.h"
+#include "fxagent/hash.h"
 #include "fxagent/util.h"
 
 #include <errno.h>
@@ -8,6 +9,8 @@
 
 static uint64_t frame_hash(uint32_t object, uint64_t addr)
 {
+	/* One mix, not fx_mix64_pair's two: this is the sampler's hot path,
+	 * and object ids are small next to the offsets' 40-odd bits. */
 	return fx_mix64(addr ^ ((uint64_t)object << 40) ^ object);
 }
 
@@ -27,8 +30,8 @@ void fx_window_release(struct fx_window *w)
 	free(w->frames);
 	free(w->stacks);
 	free(w->samples);
-	free(w->frame_hash);
-	free(w->stack_hash);
+	fx_hashtab_free(&w->frame_index);
+	fx_hashtab_free(&w->stack_index);
 	fx_window_init(w, w->max_stacks);
 }
 
@@ -38,66 +41,55 @@ void fx_window_reset(struct fx_window *w)
 	w->nstacks = 0;
 	w->nsamples = 0;
 	memset(&w->counters, 0, sizeof(w->counters));
-	if (w->frame_hash)
-		memset(w->frame_hash, 0, w->frame_hash_cap * sizeof(*w->frame_hash));
-	if (w->stack_hash)
-		memset(w->stack_hash, 0, w->stack_hash_cap * sizeof(*w->stack_hash));
+	fx_hashtab_reset(&w->frame_index);
+	fx_hashtab_reset(&w->stack_index);
 }
 
-/* Rebuilds an index table of power-of-two size @ncap over @count entries. */
-static int rehash(uint32_t **table, size_t *cap, size_t ncap, size_t count,
-		  uint64_t (*hash_of)(const struct fx_window *, size_t), const struct fx_window *w)
+static uint64_t frame_hash_at(const void *ctx, uint32_t i)
 {
-	uint32_t *t = calloc(ncap, sizeof(*t));
+	const struct fx_window *w = ctx;
 
-	if (!t)
-		return -ENOMEM;
-	for (size_t i = 0; i < count; i++) {
-		size_t pos = hash_of(w, i) & (ncap - 1);
-
-		while (t[pos])
-			pos = (pos + 1) & (ncap - 1);
-		t[pos] = (uint32_t)i + 1;
-	}
-	free(*table);
-	*table = t;
-	*cap = ncap;
-	return 0;
-}
-
-static uint64_t frame_hash_at(const struct fx_window *w, size_t i)
-{
 	return frame_hash(w->frames[i].object, w->frames[i].addr);
 }
 
-static uint64_t stack_hash_at(const struct fx_window *w, size_t i)
+static bool frame_eq(const void *ctx, uint32_t i, const void *key)
 {
+	const struct fx_window_frame *a = &((const struct fx_window *)ctx)->frames[i], *b = key;
+
+	return a->object == b->object && a->addr == b->addr;
+}
+
+static uint64_t stack_hash_at(const void *ctx, uint32_t i)
+{
+	const struct fx_window *w = ctx;
+
 	return stack_hash(w->stacks[i].parent, w->stacks[i].frame);
+}
+
+static bool stack_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct fx_window_stack *a = &((const struct fx_window *)ctx)->stacks[i], *b = key;
+
+	return a->parent == b->parent && a->frame == b->frame;
 }
 
 uint32_t fx_window_intern_frame(struct fx_window *w, uint32_t object, uint64_t addr)
 {
+	const struct fx_window_frame key = { .object = object, .addr = addr };
 	size_t pos;
+	uint32_t i;
 
-	/* Keep the load factor under 1/2. */
-	if ((w->nframes + 1) * 2 > w->frame_hash_cap &&
-	    rehash(&w->frame_hash, &w->frame_hash_cap,
-		   w->frame_hash_cap ? w->frame_hash_cap * 2 : 1024, w->nframes, frame_hash_at,
-		   w) < 0)
+	if (fx_hashtab_reserve(&w->frame_index, w->nframes + 1, frame_hash_at, w) < 0)
 		goto nomem;
-	pos = frame_hash(object, addr) & (w->frame_hash_cap - 1);
-	while (w->frame_hash[pos]) {
-		uint32_t i = w->frame_hash[pos] - 1;
-
-		if (w->frames[i].object == object && w->frames[i].addr == addr)
-			return i;
-		pos = (pos + 1) & (w->frame_hash_cap - 1);
-	}
+	pos = fx_hashtab_probe(&w->frame_index, frame_hash(object, addr), frame_eq, w, &key);
+	i = fx_hashtab_at(&w->frame_index, pos);
+	if (i != FX_HASHTAB_NONE)
+		return i;
 	if (w->nframes >= FX_OBJ_UNKNOWN - 1 ||
 	    fx_grow(&w->frames, &w->frames_cap, w->nframes + 1, sizeof(*w->frames)) < 0)
 		goto nomem;
-	w->frames[w->nframes] = (struct fx_window_frame){ .object = object, .addr = addr };
-	w->frame_hash[pos] = (uint32_t)w->nframes + 1;
+	w->frames[w->nframes] = key;
+	fx_hashtab_put(&w->frame_index, pos, (uint32_t)w->nframes);
 	return (uint32_t)w->nframes++;
 nomem:
 	errno = ENOMEM;
@@ -106,35 +98,29 @@ nomem:
 
 static uint32_t intern_node(struct fx_window *w, uint32_t parent, uint32_t frame)
 {
+	const struct fx_window_stack key = { .parent = parent, .frame = frame };
 	size_t pos;
+	uint32_t i;
 
-	if ((w->nstacks + 1) * 2 > w->stack_hash_cap &&
-	    rehash(&w->stack_hash, &w->stack_hash_cap,
-		   w->stack_hash_cap ? w->stack_hash_cap * 2 : 1024, w->nstacks, stack_hash_at,
-		   w) < 0)
+	if (fx_hashtab_reserve(&w->stack_index, w->nstacks + 1, stack_hash_at, w) < 0)
 		goto nomem;
-	pos = stack_hash(parent, frame) & (w->stack_hash_cap - 1);
-	while (w->stack_hash[pos]) {
-		uint32_t i = w->stack_hash[pos] - 1;
-
-		if (w->stacks[i].parent == parent && w->stacks[i].frame == frame)
-			return i;
-		pos = (pos + 1) & (w->stack_hash_cap - 1);
-	}
+	pos = fx_hashtab_probe(&w->stack_index, stack_hash(parent, frame), stack_eq, w, &key);
+	i = fx_hashtab_at(&w->stack_index, pos);
+	if (i != FX_HASHTAB_NONE)
+		return i;
 	if (w->max_stacks && w->nstacks >= w->max_stacks) {
 		errno = ENOSPC;
 		return FX_NONE;
 	}
 	if (fx_grow(&w->stacks, &w->stacks_cap, w->nstacks + 1, sizeof(*w->stacks)) < 0)
 		goto nomem;
-	w->stacks[w->nstacks] = (struct fx_window_stack){ .parent = parent, .frame = frame };
-	w->stack_hash[pos] = (uint32_t)w->nstacks + 1;
+	w->stacks[w->nstacks] = key;
+	fx_hashtab_put(&w->stack_index, pos, (uint32_t)w->nstacks);
 	return (uint32_t)w->nstacks++;
 nomem:
 	errno = ENOMEM;
 	return FX_NONE;
 }
-
 uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
 {
 	uint32_t node = FX_NONE;

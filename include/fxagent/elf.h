@@ -8,6 +8,10 @@
 
 #define FX_BUILD_ID_MAX 64
 
+/* Sets up libelf (elf_version) once per process; call it before any other
+ * libelf or libdw function. Thread-safe, cheap after the first call. */
+void fx_elf_init(void);
+
 /* Reads the GNU build-id note of the ELF file open on @fd (read with pread;
  * the file offset is not used, the fd is not consumed). On success writes up to
  * @cap bytes to @out and returns the build-id length (> 0). Returns -ENOENT when

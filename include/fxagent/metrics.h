@@ -20,9 +20,10 @@ struct fx_metric {
 	double value;
 };
 
-/* Writes @n metrics to @path (via "@path.tmp" and rename). Metrics with the
- * same name must be adjacent: HELP and TYPE are written once per name.
- * Returns 0 or -errno; logs nothing (the caller decides how loud). */
+/* Writes @n metrics to @path, mode 0644 (through a fresh temporary file and
+ * rename: atomic_file.h). Metrics with the same name must be adjacent: HELP
+ * and TYPE are written once per name. Returns 0 or -errno; logs at debug
+ * only (the caller decides how loud). */
 int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n);
 
 #endif

@@ -11,16 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* A 64-bit finalizer (murmur3's): spreads keys over power-of-two tables. */
-static inline uint64_t fx_mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
+#include "fxagent/hash.h" /* fx_mix64 was here: its users still find it */
 
 /* Grows the array *@arr (a pointer to the array pointer) to hold @need
  * elements of @elem bytes, doubling. Returns 0 or -ENOMEM (*@arr unchanged). */

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fxagent/hashtab.h"
+
 #define FX_NONE UINT32_MAX
 /* Special values of fx_window_frame.object */
 #define FX_OBJ_KERNEL  (UINT32_MAX - 1) /* addr is a kernel address */
@@ -56,10 +58,8 @@ struct fx_window {
 
 	/* private */
 	size_t frames_cap, stacks_cap, samples_cap;
-	uint32_t *frame_hash; /* open addressing, index + 1, 0 = empty */
-	size_t frame_hash_cap;
-	uint32_t *stack_hash;
-	size_t stack_hash_cap;
+	struct fx_hashtab frame_index; /* into frames */
+	struct fx_hashtab stack_index; /* into stacks */
 	size_t max_stacks;
 };
 

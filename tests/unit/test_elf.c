@@ -7,6 +7,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libelf.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -122,9 +124,40 @@ static void test_hex(void **state)
 	assert_string_equal(out, "");
 }
 
+static void *init_thread(void *arg)
+{
+	(void)arg;
+	fx_elf_init();
+	return NULL;
+}
+
+/* Threads racing to set libelf up do it once; it is set up after. */
+static void test_init(void **state)
+{
+	pthread_t t[4];
+	Elf *elf;
+	int fd;
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, init_thread, NULL), 0);
+	fx_elf_init();
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	/* Without it elf_begin() fails (ELF_E_NO_VERSION). */
+	fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_kind(elf), ELF_K_ELF);
+	elf_end(elf);
+	close(fd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_init),
 		cmocka_unit_test(test_build_id_fixed),
 		cmocka_unit_test(test_build_id_capped),
 		cmocka_unit_test(test_build_id_stripped_and_debug),

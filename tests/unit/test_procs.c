@@ -473,7 +473,8 @@ static void test_many_processes_and_sweeps(void **state)
 	struct fx_procs_stats st;
 
 	(void)state;
-	/* Churn through tombstones: entries stay findable and counts right. */
+	/* Churn through removals (each fills its hole with the last entry):
+	 * entries stay findable and counts right. */
 	for (uint32_t round = 0; round < 20; round++) {
 		for (uint32_t i = 0; i < 500; i++) {
 			uint32_t pid = 10000 + round * 500 + i;
@@ -486,9 +487,14 @@ static void test_many_processes_and_sweeps(void **state)
 	}
 	fx_procs_get_stats(p, &st);
 	assert_int_equal(st.procs, 1 + 20 * 250);
-	for (uint32_t round = 0; round < 20; round++)
-		for (uint32_t i = 0; i < 500; i += 2)
+	for (uint32_t round = 0; round < 20; round++) {
+		for (uint32_t i = 0; i < 500; i += 2) {
 			assert_non_null(fx_procs_find(p, 10000 + round * 500 + i));
+			assert_non_null(fx_procs_find_thread(p, 10000 + round * 500 + i));
+			assert_null(fx_procs_find(p, 10000 + round * 500 + i + 1));
+			assert_null(fx_procs_find_thread(p, 10000 + round * 500 + i + 1));
+		}
+	}
 	fx_procs_free(p);
 	fx_objects_free(objs);
 }

@@ -1,0 +1,370 @@
+/* SPDX-License-Identifier: MIT */
+/* Loading an object: its segments, its function table, and its DWARF (from
+ * the debug file or the object), attached within the memory budget and
+ * released, to be read again, when the budget needs it. */
+#include "symbols_int.h"
+
+#include <elfutils/libdwelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fxagent/log.h"
+
+static int load_segments(struct object *o, Elf *elf)
+{
+	size_t i, n;
+	uint64_t min = UINT64_MAX;
+
+	if (elf_getphdrnum(elf, &n) != 0)
+		return -ENOEXEC;
+	o->loads = calloc(n ? n : 1, sizeof(*o->loads));
+	if (!o->loads)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		o->loads[o->n_loads++] = (struct load){
+			.offset = ph.p_offset,
+			.vaddr = ph.p_vaddr,
+			.filesz = ph.p_filesz,
+			.exec = ph.p_flags & PF_X,
+		};
+		if (ph.p_vaddr < min)
+			min = ph.p_vaddr;
+	}
+	o->base = o->n_loads ? min & ~(uint64_t)(PAGE_SIZE_MIN - 1) : 0;
+	return 0;
+}
+
+/* File offset -> SVMA through the PT_LOAD holding it; an executable segment
+ * wins where page-rounded segments share a page. */
+uint64_t sym_offset_to_svma(const struct object *o, uint64_t off)
+{
+	const struct load *best = NULL;
+	size_t i;
+	int pass;
+
+	for (pass = 0; pass < 2 && !best; pass++) {
+		for (i = 0; i < o->n_loads; i++) {
+			const struct load *l = &o->loads[i];
+			uint64_t lo = l->offset, hi = l->offset + l->filesz;
+
+			if (pass == 1) {
+				lo &= ~(uint64_t)(PAGE_SIZE_MIN - 1);
+				hi = (hi + PAGE_SIZE_MIN - 1) & ~(uint64_t)(PAGE_SIZE_MIN - 1);
+			}
+			if (off < lo || off >= hi)
+				continue;
+			if (!best || (l->exec && !best->exec))
+				best = l;
+		}
+	}
+	if (!best)
+		return off + o->base;
+	return off - best->offset + best->vaddr;
+}
+
+/* libdw 0.188 reads names from the string sections with strlen(): a section
+ * that does not end in NUL (a corrupt file) would make it read past the end. */
+static bool dwarf_strings_sane(Elf *elf)
+{
+	static const char *const names[] = { ".debug_str", ".debug_line_str", ".zdebug_str",
+					     ".zdebug_line_str" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		GElf_Shdr sh;
+		Elf_Scn *scn = sym_find_section(elf, names[i], &sh);
+		Elf_Data *d;
+
+		if (!scn || sh.sh_type == SHT_NOBITS)
+			continue;
+		/* Decompress as libdw would; it then finds the section uncompressed. */
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			return false;
+		if (names[i][1] == 'z' && elf_compress_gnu(scn, 0, 0) < 0)
+			return false;
+		d = elf_getdata(scn, NULL);
+		if (!d)
+			return false;
+		if (d->d_size && (!d->d_buf || ((const char *)d->d_buf)[d->d_size - 1] != '\0'))
+			return false;
+	}
+	return true;
+}
+
+/* Opens @elf's DWARF for reading without its fd: libdw reads every debug
+ * section at dwarf_begin_elf(), and hundreds of cached objects must not hold
+ * hundreds of fds. */
+static Dwarf *dwarf_open(Elf *elf, int *fd)
+{
+	Dwarf *dw = NULL;
+
+	if (dwarf_strings_sane(elf))
+		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+
+	elf_cntl(elf, ELF_C_FDDONE);
+	close(*fd);
+	*fd = -1;
+	return dw;
+}
+
+/* A dwz-compressed debug file refers to a common file by build-id. libdw looks
+ * for it only under /usr/lib/debug: look under our debug dirs first. Returns
+ * 0 when there is no such reference or the file was set as @o's alt, else
+ * -ENOENT: libdw left alone would then open the path the binary names, which
+ * may be a FIFO (its open blocks for ever) or a device. */
+static int open_alt(struct fx_symbolizer *s, struct object *o)
+{
+	struct debug_want w = { 0 };
+	char hex[2 * FX_BUILD_ID_MAX + 1];
+	const char *name;
+	const void *id;
+	ssize_t len;
+	char **d;
+	int fd = -1;
+
+	len = dwelf_dwarf_gnu_debugaltlink(o->dw, &name, &id);
+	if (len <= 0)
+		return 0;
+	if (len < 2 || len > FX_BUILD_ID_MAX)
+		return -ENOENT;
+	w.id = id;
+	w.id_len = (size_t)len;
+	fx_elf_hex(id, (size_t)len, hex);
+	for (d = s->debug_dirs; *d; d++) {
+		if (sym_try_debug_path(&w, &fd, &o->alt_elf, "%s/.build-id/%.2s/%s.debug", *d, hex,
+				       hex + 2) == 0)
+			break;
+	}
+	if (!o->alt_elf)
+		return -ENOENT;
+	o->alt_dw = dwarf_open(o->alt_elf, &fd);
+	if (!o->alt_dw)
+		return -ENOENT;
+	dwarf_setalt(o->dw, o->alt_dw);
+	return 0;
+}
+
+/* Bytes libdw will hold for @elf: its debug sections, uncompressed. */
+static uint64_t dwarf_bytes(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	uint64_t sum = 0;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return 0;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		GElf_Chdr ch;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		n = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!n || (strncmp(n, ".debug_", 7) != 0 && strncmp(n, ".zdebug_", 8) != 0))
+			continue;
+		if ((sh.sh_flags & SHF_COMPRESSED) && gelf_getchdr(scn, &ch))
+			sum += ch.ch_size;
+		else
+			sum += sh.sh_size;
+	}
+	return sum;
+}
+
+void sym_release_dwarf(struct fx_symbolizer *s, struct object *o)
+{
+	size_t i;
+
+	if (o->dw)
+		dwarf_end(o->dw);
+	if (o->alt_dw)
+		dwarf_end(o->alt_dw);
+	if (o->alt_elf)
+		elf_end(o->alt_elf);
+	sym_close_elf(&o->dw_fd, &o->dw_elf);
+	o->dw = o->alt_dw = NULL;
+	o->alt_elf = NULL;
+	/* The CU tables hold DIEs that point into libdw's memory. */
+	for (i = 0; i < o->n_cus; i++)
+		free(o->cus[i].funcs);
+	free(o->cus);
+	free(o->cu_ranges);
+	o->cus = NULL;
+	o->cu_ranges = NULL;
+	o->n_cus = o->n_cu_ranges = 0;
+	o->cus_loaded = false;
+	s->dw_bytes -= o->dw_bytes;
+	o->dw_bytes = 0;
+}
+
+/* Lets go of @o's debug sections; they are read again if needed. */
+void sym_shed_dwarf(struct fx_symbolizer *s, struct object *o)
+{
+	sym_release_dwarf(s, o);
+	o->dw_released = true;
+}
+
+/* Bytes malloc has handed out, all threads. libdw keeps no count of its own
+ * memory, and its tables (line tables, abbreviations, CUs) grow to twice its
+ * sections and more as lookups touch CUs: the budget counts what the heap
+ * grew by. Other threads' allocations meanwhile count too, which errs on the
+ * side of giving memory back. (Under ASan, whose allocator malloc's counts do
+ * not see, this stays flat and the sections' size is what counts.) */
+uint64_t sym_heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
+/* Takes @elf and @fd (both consumed) as @o's DWARF, within the budget. */
+static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, int fd)
+{
+	uint64_t bytes = dwarf_bytes(elf), heap0, heap;
+
+	while (s->dw_bytes + bytes > s->max_bytes) {
+		size_t v = sym_lru_object(s, true, false, o);
+
+		if (v == SIZE_MAX)
+			break;
+		sym_shed_dwarf(s, s->objects[v]);
+	}
+	o->dw_elf = elf;
+	o->dw_fd = fd;
+	heap0 = sym_heap_bytes();
+	o->dw = dwarf_open(elf, &o->dw_fd);
+	if (!o->dw) {
+		fx_debug("symbolize: no usable DWARF in '%s': %s", o->base_name, dwarf_errmsg(-1));
+		return;
+	}
+	if (open_alt(s, o) < 0) {
+		fx_debug("symbolize: DWARF of '%s' not used: its alt file is not under the "
+			 "debug dirs",
+			 o->base_name);
+		dwarf_end(o->dw);
+		o->dw = NULL;
+		return;
+	}
+	/* Compressed sections are inflated as libdw opens them. */
+	heap = sym_heap_bytes();
+	if (heap > heap0 && heap - heap0 > bytes)
+		bytes = heap - heap0;
+	o->dw_bytes = bytes;
+	s->dw_bytes += bytes;
+}
+
+/* Reads again the DWARF released for the budget; gives up for good on failure. */
+void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o)
+{
+	uint8_t id[FX_BUILD_ID_MAX];
+	Elf *elf = NULL;
+	int fd = -1;
+
+	o->dw_released = false;
+	if (!o->dw_path || sym_open_elf(o->dw_path, &fd, &elf) != 0)
+		return;
+	if (o->dw_id_len && (fx_elf_build_id_fd(fd, id, sizeof(id)) != (int)o->dw_id_len ||
+			     memcmp(id, o->dw_id, o->dw_id_len) != 0)) {
+		sym_close_elf(&fd, &elf);
+		return;
+	}
+	attach_dwarf(s, o, elf, fd);
+}
+
+int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_elf_source *src)
+{
+	char dpath[PATH_MAX];
+	struct func_vec fv = { 0 };
+	uint8_t id_buf[FX_BUILD_ID_MAX];
+	const uint8_t *id = src->build_id;
+	size_t id_len = src->build_id_len;
+	int fd = -1, dfd = -1, ret, len;
+	Elf *elf = NULL, *delf = NULL;
+	struct stat st;
+
+	if (src->fd >= 0) {
+		fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0)
+			return -errno;
+	} else if (src->path) {
+		fd = fx_elf_open_regular(src->path);
+		if (fd < 0)
+			return fd;
+	} else {
+		return -EINVAL;
+	}
+	if (fstat(fd, &st) != 0) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		ret = -ENOEXEC;
+		goto out;
+	}
+	ret = load_segments(o, elf);
+	if (ret)
+		goto out;
+	len = fx_elf_build_id_fd(fd, id_buf, sizeof(id_buf));
+	if (id && len > 0 && ((size_t)len != id_len || memcmp(id, id_buf, id_len) != 0)) {
+		/* The file at this path is not the one that was mapped. */
+		ret = -ESTALE;
+		goto out;
+	}
+	if (!id && len > 0) {
+		id = id_buf;
+		id_len = (size_t)len;
+	}
+	if (sym_find_debug_file(s, src->path, elf, id, id_len, &st, &dfd, &delf, dpath) == 0) {
+		ret = sym_add_symbols(o, &fv, delf, SHT_SYMTAB);
+		if (ret)
+			goto out;
+	}
+	ret = sym_add_symbols(o, &fv, elf, SHT_SYMTAB);
+	if (!ret)
+		ret = sym_add_symbols(o, &fv, elf, SHT_DYNSYM);
+	if (ret)
+		goto out;
+	sym_finish_funcs(o, &fv);
+	fv.v = NULL;
+	if (!s->no_inline) {
+		if (id && id_len <= sizeof(o->dw_id)) {
+			memcpy(o->dw_id, id, id_len);
+			o->dw_id_len = id_len;
+		}
+		if (delf && sym_has_dwarf(delf)) {
+			o->dw_path = strdup(dpath);
+			attach_dwarf(s, o, delf, dfd);
+			delf = NULL;
+			dfd = -1;
+		} else if (sym_has_dwarf(elf)) {
+			/* An fd from the caller (another mount namespace, a deleted
+			 * file) cannot be opened again by path. */
+			o->dw_path = src->fd < 0 && src->path ? strdup(src->path) : NULL;
+			attach_dwarf(s, o, elf, fd);
+			elf = NULL;
+			fd = -1;
+		}
+	}
+	ret = 0;
+out:
+	free(fv.v);
+	sym_close_elf(&dfd, &delf);
+	if (elf)
+		elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}

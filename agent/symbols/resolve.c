@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/* The batch resolver: the symbolizer's public functions (symbolize.h), and
+ * the result of one offset from the function table and the DWARF, or a
+ * "<base>+0x<offset>" fallback. */
+#include "symbols_int.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fxagent/elf.h"
+
+/* The name of an address with no symbol: "<base>+0x<file offset>". */
+static const struct fx_sym_frame *fallback_frame(struct object *o, const char *base,
+						 uint64_t offset)
+{
+	struct fx_sym_frame *fr = fx_arena_alloc(&o->res_mem, sizeof(*fr));
+	char buf[300];
+
+	if (!fr)
+		return NULL;
+	snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, base, offset);
+	fr->name = fx_arena_strndup(&o->res_mem, buf, strlen(buf));
+	if (!fr->name)
+		return NULL;
+	fr->file = NULL;
+	fr->line = 0;
+	return fr;
+}
+
+static int fallback(struct object *o, uint64_t offset, struct fx_sym_result *r)
+{
+	const struct fx_sym_frame *fr = fallback_frame(o, o->base_name, offset);
+
+	if (!fr)
+		return -ENOMEM;
+	r->sym_name = NULL;
+	r->sym_addr = 0;
+	r->sym_size = 0;
+	r->n_frames = 1;
+	r->frames = fr;
+	return 0;
+}
+
+/* The result of @offset in @o into @r, its frames in @o's result arena: the
+ * function table's name with the DWARF's inline chain and lines, or a
+ * fallback. Returns 0 or -ENOMEM. */
+static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
+		   struct fx_sym_result *r)
+{
+	struct dw_level lv[MAX_INLINE_DEPTH];
+	struct func *f = NULL;
+	const struct dfunc *df = NULL;
+	struct fx_sym_frame *fr;
+	const char *line_file = NULL, *name0 = NULL;
+	uint32_t line = 0;
+	uint64_t svma;
+	size_t n = 0, i;
+
+	memset(r, 0, sizeof(*r));
+	if (o->err) {
+		/* No program headers: the offset is the best address we have. */
+		r->rel_addr = offset;
+		return fallback(o, offset, r);
+	}
+	if (o->dw_released)
+		sym_reattach_dwarf(s, o);
+	svma = sym_offset_to_svma(o, offset);
+	r->rel_addr = svma - o->base;
+	f = (struct func *)sym_lookup_func(o, svma);
+	if (o->dw)
+		n = sym_dwarf_levels(s, o, svma, lv, &df, &line_file, &line);
+	if (f) {
+		name0 = sym_func_name(s, o, f);
+		r->sym_name = name0;
+		r->sym_addr = f->start - o->base;
+		r->sym_size = f->size;
+	} else if (n && lv[0].name) {
+		name0 = lv[0].name;
+		r->sym_name = name0;
+		r->sym_addr = df->lo - o->base;
+		r->sym_size = df->hi - df->lo;
+	}
+	if (!name0)
+		return fallback(o, offset, r);
+	fr = fx_arena_alloc(&o->res_mem, (n ? n : 1) * sizeof(*fr));
+	if (!fr)
+		return -ENOMEM;
+	if (!n) {
+		fr[0] = (struct fx_sym_frame){ .name = name0, .file = line_file, .line = line };
+		n = 1;
+	} else {
+		for (i = 0; i < n; i++) {
+			fr[i] = (struct fx_sym_frame){
+				.name = lv[i].name ? lv[i].name : "??",
+				.file = lv[i].file,
+				.line = lv[i].line,
+			};
+		}
+		/* The symbol table's name is the fully qualified one. */
+		fr[0].name = name0;
+	}
+	r->n_frames = (uint32_t)n;
+	r->frames = fr;
+	return 0;
+}
+
+struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
+{
+	static const char *const default_dirs[] = { "/usr/lib/debug", NULL };
+	const char *const *dirs = opts && opts->debug_dirs ? opts->debug_dirs : default_dirs;
+	struct fx_symbolizer *s;
+	size_t n = 0, i;
+
+	fx_elf_init();
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	while (dirs[n])
+		n++;
+	s->debug_dirs = calloc(n + 1, sizeof(*s->debug_dirs));
+	if (!s->debug_dirs)
+		goto fail;
+	for (i = 0; i < n; i++) {
+		s->debug_dirs[i] = strdup(dirs[i]);
+		if (!s->debug_dirs[i])
+			goto fail;
+	}
+	if (opts) {
+		s->no_demangle = opts->no_demangle;
+		s->no_inline = opts->no_inline;
+	}
+	s->max_bytes = opts && opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
+	return s;
+fail:
+	fx_symbolizer_free(s);
+	return NULL;
+}
+
+void fx_symbolizer_free(struct fx_symbolizer *s)
+{
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->n_objects; i++)
+		sym_object_free(s, s->objects[i]);
+	free(s->objects);
+	if (s->debug_dirs) {
+		for (i = 0; s->debug_dirs[i]; i++)
+			free(s->debug_dirs[i]);
+		free(s->debug_dirs);
+	}
+	free(s);
+}
+
+int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *src,
+			  const uint64_t *offsets, size_t n, struct fx_sym_result *out)
+{
+	/* Last resort when even the fallback cannot be allocated. */
+	static const struct fx_sym_frame oom_frame = { .name = "[unknown]" };
+	struct object *o;
+	uint64_t heap0 = 0, counted0 = 0;
+	bool measuring = false, other_path;
+	const char *base = sym_base_name_of(src->path);
+	size_t i;
+
+	o = sym_get_object(s, src);
+	/* One build-id may be mapped at several paths: the object and its
+	 * cached results are shared, but an address with no symbol is named
+	 * after the path it was asked for. */
+	other_path = o && strcmp(base, o->base_name) != 0;
+	for (i = 0; i < n; i++) {
+		const struct cached *c = NULL;
+		size_t pos = SIZE_MAX;
+
+		s->stats.lookups++;
+		if (o)
+			c = sym_cache_find(o, offsets[i], &pos);
+		if (!c && o && !measuring) {
+			/* Lookups that miss read DWARF: libdw's tables grow. */
+			measuring = true;
+			heap0 = sym_heap_bytes();
+			counted0 = sym_object_bytes(o);
+		}
+		if (c) {
+			s->stats.cache_hits++;
+			out[i] = c->res;
+		} else if (o && compute(s, o, offsets[i], &out[i]) == 0) {
+			if (pos != SIZE_MAX)
+				sym_cache_add(o, pos, offsets[i], &out[i]);
+		} else {
+			out[i] = (struct fx_sym_result){ .n_frames = 1, .frames = &oom_frame };
+		}
+		if (!out[i].sym_name) {
+			s->stats.unresolved++;
+			if (other_path && out[i].frames != &oom_frame) {
+				const struct fx_sym_frame *fr = fallback_frame(o, base, offsets[i]);
+
+				if (fr)
+					out[i].frames = fr;
+			}
+		}
+	}
+	if (measuring && o->dw) {
+		/* What the heap grew by beyond what the object counts already
+		 * (results, tables, sections read again) is libdw's. */
+		int64_t grew = ((int64_t)sym_heap_bytes() - (int64_t)heap0) -
+			       ((int64_t)sym_object_bytes(o) - (int64_t)counted0);
+
+		if (grew > 0) {
+			o->dw_bytes += (uint64_t)grew;
+			s->dw_bytes += (uint64_t)grew;
+		}
+	}
+	return o ? o->err : -ENOMEM;
+}
+
+void fx_symbolizer_begin_batch(struct fx_symbolizer *s)
+{
+	/* The last batch's results are no longer needed: make room. */
+	sym_trim(s);
+	s->batch++;
+}
+
+uint64_t fx_symbolizer_batch(const struct fx_symbolizer *s)
+{
+	return s->batch;
+}
+
+size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < s->n_objects;) {
+		if (s->objects[i]->batch < batch) {
+			sym_drop_object(s, i);
+			n++;
+		} else {
+			i++;
+		}
+	}
+	sym_trim(s);
+	return n;
+}
+
+void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer_stats *out)
+{
+	*out = s->stats;
+	out->objects_held = s->n_objects;
+	out->dwarf_bytes = s->dw_bytes;
+	out->bytes = 0;
+	for (size_t i = 0; i < s->n_objects; i++)
+		out->bytes += sym_object_bytes(s->objects[i]);
+}

@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Batch symbolization. Per object: a sorted function table (binary search),
+ * the DWARF of the object or of its debug file (inline chains and lines, walked
+ * from a per-CU sorted table of subprograms), and an (offset -> result) cache.
+ * Objects are kept in a bounded LRU set. Not thread-safe: one publisher thread
+ * owns a symbolizer.
+ *
+ * The files of agent/symbols/ and what they share, which is no part of the
+ * contract (fxagent/symbolize.h is):
+ *   elf_files.c  ELF files, their sections, finding an object's debug file
+ *   functab.c    the function table from the ELF symbols; interned strings
+ *   load.c       loading an object and its DWARF, within the memory budget
+ *   dwarf.c      DWARF look-ups: CU, subprogram, inline chain, file:line
+ *   cache.c      the objects kept, their result caches, eviction
+ *   resolve.c    the batch resolver and the public functions
+ * A function one of them lends the others is sym_<verb>.
+ */
+#ifndef FXAGENT_SYMBOLS_INT_H
+#define FXAGENT_SYMBOLS_INT_H
+
+#include <elfutils/libdw.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "fxagent/arena.h"
+#include "fxagent/elf.h"
+#include "fxagent/hashtab.h"
+#include "fxagent/symbolize.h"
+
+#define MAX_OBJECTS 512
+/* Distinct offsets cached per object before its cache is reset. */
+#define MAX_RESULTS	 (1u << 18)
+#define MAX_FUNCS	 (1u << 24)
+#define MAX_INLINE_DEPTH 64
+#define MAX_DIE_DEPTH	 32
+/* DIEs visited per CU table and per lookup: corrupt sibling links must not
+ * loop forever. */
+#define MAX_DIE_STEPS	 (1u << 22)
+#define MAX_LOOKUP_STEPS (1u << 16)
+#define PAGE_SIZE_MIN	 4096
+/* What the symbolizer holds between batches (fx_symbolizer_opts.max_bytes):
+ * tables, cached results, and DWARF: the debug sections, which libdw reads
+ * whole, and libdw's tables. Over it, the least recently used objects release
+ * their DWARF (read again if needed), then go entirely. libc's DWARF with
+ * most of its CUs touched is about 28 MiB: the default keeps it. */
+#define DEFAULT_MAX_BYTES ((uint64_t)32 << 20)
+
+/* Interned strings of one object. */
+struct strpool {
+	struct fx_arena mem;
+	const char **v;
+	size_t n, cap;
+	struct fx_hashtab index;
+};
+
+struct func {
+	uint64_t start; /* SVMA */
+	uint64_t size;
+	const char *name;  /* raw symbol name, in the object's string arena */
+	const char *shown; /* demangled (or raw) name, set on first use */
+	uint8_t local;
+	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
+};
+
+struct dfunc {
+	uint64_t lo, hi;
+	Dwarf_Off off;
+};
+
+struct cu {
+	Dwarf_Die die;
+	struct dfunc *funcs; /* built on first use */
+	size_t n_funcs;
+	bool loaded;
+};
+
+struct cu_range {
+	uint64_t lo, hi;
+	size_t cu;
+};
+
+struct load {
+	uint64_t offset, vaddr, filesz;
+	bool exec;
+};
+
+struct cached {
+	uint64_t offset;
+	struct fx_sym_result res;
+};
+
+struct object {
+	char *key;
+	char *base_name;
+	char *src_path; /* as first asked for */
+	bool from_fd;
+	int err; /* != 0: the object could not be read; every result is a fallback */
+	uint64_t last_use;
+	uint64_t batch; /* the batch that used it last */
+
+	uint64_t base;
+	struct load *loads;
+	size_t n_loads;
+
+	struct func *funcs;
+	size_t n_funcs;
+	struct strpool strs;
+
+	/* DWARF, from the debug file or from the object itself. */
+	int dw_fd;
+	Elf *dw_elf;
+	Dwarf *dw;
+	uint64_t dw_bytes; /* sections, and libdw's tables as they grew */
+	char *dw_path;	   /* to read it again after a release; NULL if not possible */
+	uint8_t dw_id[FX_BUILD_ID_MAX];
+	size_t dw_id_len;
+	bool dw_released;
+	Elf *alt_elf; /* dwz common file, when found under our debug dirs */
+	Dwarf *alt_dw;
+	bool cus_loaded;
+	struct cu *cus;
+	size_t n_cus;
+	struct cu_range *cu_ranges;
+	size_t n_cu_ranges;
+
+	/* Results, reset together when the cache is full. */
+	struct fx_arena res_mem;
+	struct cached *cache;
+	size_t n_cache, cap_cache;
+	struct fx_hashtab cache_index;
+};
+
+struct fx_symbolizer {
+	char **debug_dirs;
+	bool no_demangle, no_inline;
+	/* MAX_OBJECTS, unless one batch uses more: its results must stay valid. */
+	struct object **objects;
+	size_t n_objects, cap_objects;
+	uint64_t tick;
+	uint64_t batch;
+	uint64_t dw_bytes;
+	uint64_t max_bytes;
+	struct fx_symbolizer_stats stats;
+};
+
+struct debug_want {
+	const uint8_t *id; /* build-id the debug file must have, or NULL */
+	size_t id_len;
+	bool check_crc;
+	uint32_t crc;
+	dev_t dev; /* the object itself, never its own debug file */
+	ino_t ino;
+	char *found; /* PATH_MAX bytes for the path found, or NULL */
+};
+
+struct func_vec {
+	struct func *v;
+	size_t n, cap;
+};
+
+struct dw_level {
+	Dwarf_Die die;
+	const char *name;
+	const char *file;
+	uint32_t line;
+};
+
+/* ---- elf_files.c ---- */
+
+/* Opens @path, a regular file only, as ELF (read into memory). Returns 0
+ * with *@fd_out and *@elf_out set, or -errno (-ENOEXEC: not ELF). */
+int sym_open_elf(const char *path, int *fd_out, Elf **elf_out);
+/* Ends *@elf and closes *@fd, either of which may be unset; unsets both. */
+void sym_close_elf(int *fd, Elf **elf);
+/* The section named @name (its header in *@sh_out unless NULL), or NULL. */
+Elf_Scn *sym_find_section(Elf *elf, const char *name, GElf_Shdr *sh_out);
+/* Whether @elf holds DWARF (.debug_info or .zdebug_info with contents). */
+bool sym_has_dwarf(Elf *elf);
+/* Tries the path @fmt formats as the debug file @w describes. Returns 0
+ * with the file open in *@fd_out and *@elf_out, or -errno. */
+int __attribute__((format(printf, 4, 5)))
+sym_try_debug_path(const struct debug_want *w, int *fd_out, Elf **elf_out, const char *fmt, ...);
+/* Finds the debug file of the object at @path (@elf, build-id @id of
+ * @id_len bytes or NULL, the object's own @st). Returns 0 with it open in
+ * *@fd_out and *@elf_out and its path in @found (PATH_MAX bytes), or
+ * -ENOENT. */
+int sym_find_debug_file(struct fx_symbolizer *s, const char *path, Elf *elf, const uint8_t *id,
+			size_t id_len, const struct stat *st, int *fd_out, Elf **elf_out,
+			char *found);
+
+/* ---- functab.c ---- */
+
+/* The copy of @s in @p, added if new; NULL when memory ran out. */
+const char *sym_pool_intern(struct strpool *p, const char *s);
+void sym_pool_free(struct strpool *p);
+/* Adds the function symbols of @elf's sections of @type (SHT_SYMTAB or
+ * SHT_DYNSYM) to @fv, their names in @o's pool. Returns 0 or -ENOMEM. */
+int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type);
+/* Sorts @fv, keeps one name per address, and makes it @o's table (taking
+ * @fv->v). */
+void sym_finish_funcs(struct object *o, struct func_vec *fv);
+/* The function of @o holding the SVMA @addr, or NULL. */
+const struct func *sym_lookup_func(const struct object *o, uint64_t addr);
+/* @f's name as shown: demangled unless the symbolizer says not to. */
+const char *sym_func_name(struct fx_symbolizer *s, struct object *o, struct func *f);
+
+/* ---- load.c ---- */
+
+/* Reads the object @src into @o: segments, function table, DWARF. Returns 0
+ * or -errno (-ESTALE: the file is not the one mapped). */
+int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_elf_source *src);
+/* File offset -> SVMA in @o. */
+uint64_t sym_offset_to_svma(const struct object *o, uint64_t off);
+/* Frees @o's DWARF and the tables that point into it. */
+void sym_release_dwarf(struct fx_symbolizer *s, struct object *o);
+/* sym_release_dwarf() for the budget: read again on next use. */
+void sym_shed_dwarf(struct fx_symbolizer *s, struct object *o);
+/* Reads again the DWARF shed for the budget; gives up for good on failure. */
+void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o);
+/* Bytes malloc has handed out, all threads. */
+uint64_t sym_heap_bytes(void);
+
+/* ---- dwarf.c ---- */
+
+/* The inline chain of @o at the SVMA @addr in @lv (MAX_INLINE_DEPTH
+ * levels): the number of levels, 0 when no subprogram holds @addr. */
+size_t sym_dwarf_levels(struct fx_symbolizer *s, struct object *o, uint64_t addr,
+			struct dw_level *lv, const struct dfunc **df_out, const char **file_out,
+			uint32_t *line_out);
+
+/* ---- cache.c ---- */
+
+/* The cached result of @offset in @o, or NULL; *@pos gets the slot for
+ * sym_cache_add(), or SIZE_MAX when it cannot be cached. */
+const struct cached *sym_cache_find(struct object *o, uint64_t offset, size_t *pos);
+void sym_cache_add(struct object *o, size_t pos, uint64_t offset, const struct fx_sym_result *r);
+/* The index of the least recently used object (see cache.c), or SIZE_MAX. */
+size_t sym_lru_object(const struct fx_symbolizer *s, bool dwarf, bool old,
+		      const struct object *skip);
+void sym_object_free(struct fx_symbolizer *s, struct object *o);
+/* Frees object @i; the last one takes its place. */
+void sym_drop_object(struct fx_symbolizer *s, size_t i);
+/* The base name of @path, as fallback frames show it. */
+const char *sym_base_name_of(const char *path);
+/* The object of @src, loaded if new (a failure to read it is kept as
+ * o->err); NULL when memory ran out. */
+struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_source *src);
+/* Heap bytes @o holds. */
+uint64_t sym_object_bytes(const struct object *o);
+/* Back under max_bytes, least recently used first. */
+void sym_trim(struct fx_symbolizer *s);
+
+#endif
