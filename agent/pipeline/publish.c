@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/hash.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
 #include "fxagent/metrics.h"
@@ -183,7 +184,7 @@ static void switch_symbolizer(struct publisher *pub, struct gen *g)
  * reading /proc/kallsyms costs tens of milliseconds of CPU. */
 static uint64_t modules_hash(void)
 {
-	uint64_t h = 0xcbf29ce484222325ULL;
+	uint64_t h = FX_HASH_INIT;
 	char buf[4096];
 	size_t n;
 	FILE *f = fopen("/proc/modules", "re");
@@ -191,10 +192,9 @@ static uint64_t modules_hash(void)
 	if (!f)
 		return 0;
 	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-		for (size_t i = 0; i < n; i++)
-			h = (h ^ (uint8_t)buf[i]) * 0x100000001b3ULL;
+		h = fx_hash_add(h, buf, n);
 	fclose(f);
-	return h;
+	return fx_mix64(h);
 }
 
 static void refresh_kallsyms(struct publisher *pub, const struct fx_config *cfg)
