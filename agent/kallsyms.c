@@ -2,6 +2,7 @@
 #include "fxagent/kallsyms.h"
 #include "fxagent/arena.h"
 #include "fxagent/log.h"
+#include "fxagent/search.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -227,20 +228,14 @@ void fx_kallsyms_free(struct fx_kallsyms *ks)
 
 int fx_kallsyms_lookup(const struct fx_kallsyms *ks, uint64_t addr, struct fx_ksym *out)
 {
-	size_t lo = 0, hi, i, j;
+	size_t lo, i, j;
 
-	if (!ks || ks->n == 0 || addr < ks->syms[0].start)
+	if (!ks)
 		return -ENOENT;
 	/* Last entry with start <= addr. */
-	hi = ks->n;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (ks->syms[mid].start <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
+	lo = FX_SEARCH_LAST_LE(ks->syms, ks->n, start, addr);
+	if (lo == SIZE_MAX)
+		return -ENOENT;
 	i = lo;
 	/* First of the aliases at that start: the preferred name. */
 	while (i > 0 && ks->syms[i - 1].start == ks->syms[i].start)

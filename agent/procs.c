@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/procs.h"
+#include "fxagent/search.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -507,18 +508,11 @@ void fx_procs_on_exit(struct fx_procs *p, uint32_t pid, uint32_t tid)
 
 bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *object, uint64_t *offset)
 {
-	size_t lo = 0, hi = proc->nmaps;
+	/* The maps do not overlap: the last one starting at or below @addr is
+	 * the only one that can hold it. */
+	size_t lo = FX_SEARCH_LAST_LE(proc->maps, proc->nmaps, start, addr);
 
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-
-		if (proc->maps[mid].end <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	if (lo == proc->nmaps || proc->maps[lo].start > addr ||
-	    proc->maps[lo].object == FX_OBJ_UNKNOWN)
+	if (lo == SIZE_MAX || proc->maps[lo].end <= addr || proc->maps[lo].object == FX_OBJ_UNKNOWN)
 		return false;
 	*object = proc->maps[lo].object;
 	*offset = addr - proc->maps[lo].start + proc->maps[lo].pgoff;

@@ -756,20 +756,30 @@ int fx_spool_peek(struct fx_spool *sp, struct fx_chunk_info *info, char *path, s
 	return 1;
 }
 
+/* The pending chunk @info: its file name into @name and its index into *@i,
+ * with the spool locked. Returns 0 (locked), -EINVAL or -ENOENT (unlocked). */
+static int lock_pending(struct fx_spool *sp, const struct fx_chunk_info *info,
+			char name[NAME_LEN_MAX + 1], size_t *i)
+{
+	if (!sp || !info || format_name(info, name) < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&sp->lock);
+	*i = find(sp, info);
+	if (*i == SIZE_MAX) {
+		pthread_mutex_unlock(&sp->lock);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 int fx_spool_done(struct fx_spool *sp, const struct fx_chunk_info *info)
 {
 	char name[NAME_LEN_MAX + 1];
 	size_t i;
-	int rc = 0;
+	int rc = lock_pending(sp, info, name, &i);
 
-	if (!sp || !info || format_name(info, name) < 0)
-		return -EINVAL;
-	pthread_mutex_lock(&sp->lock);
-	i = find(sp, info);
-	if (i == SIZE_MAX) {
-		pthread_mutex_unlock(&sp->lock);
-		return -ENOENT;
-	}
+	if (rc < 0)
+		return rc;
 	/* Forgotten even when the unlink fails, or it would be sent forever. */
 	if (unlinkat(sp->dirfd, name, 0) < 0 && errno != ENOENT)
 		rc = fx_log_errno(FX_LOG_ERR, errno, "cannot delete the sent chunk '%s/%s'",
@@ -790,16 +800,10 @@ static int move_to_rejected(struct fx_spool *sp, const struct fx_chunk_info *inf
 {
 	char name[NAME_LEN_MAX + 1];
 	size_t i;
-	int rc = 0;
+	int rc = lock_pending(sp, info, name, &i);
 
-	if (!sp || !info || format_name(info, name) < 0)
-		return -EINVAL;
-	pthread_mutex_lock(&sp->lock);
-	i = find(sp, info);
-	if (i == SIZE_MAX) {
-		pthread_mutex_unlock(&sp->lock);
-		return -ENOENT;
-	}
+	if (rc < 0)
+		return rc;
 	/* renameat moves a symlink itself, never what it points to. */
 	if (renameat(sp->dirfd, name, sp->rejfd, name) < 0) {
 		rc = fx_log_errno(FX_LOG_ERR, errno,

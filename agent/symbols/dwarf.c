@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "fxagent/demangle.h"
+#include "fxagent/search.h"
 
 static int cmp_cu_range(const void *a, const void *b)
 {
@@ -131,21 +132,13 @@ static int collect_dfuncs(struct cu *c, size_t *cap, Dwarf_Die *parent, int dept
 
 static struct cu *find_cu(struct object *o, uint64_t addr)
 {
-	size_t lo = 0, hi, i, k;
+	size_t lo, i, k;
 
 	if (!o->cus_loaded)
 		load_cus(o);
-	hi = o->n_cu_ranges;
-	if (!o->n_cu_ranges || addr < o->cu_ranges[0].lo)
+	lo = FX_SEARCH_LAST_LE(o->cu_ranges, o->n_cu_ranges, lo, addr);
+	if (lo == SIZE_MAX)
 		return NULL;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->cu_ranges[mid].lo <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
 	/* Ranges rarely overlap; look back a little in case they do. */
 	for (k = 0, i = lo + 1; i-- > 0 && k < 8; k++) {
 		if (addr < o->cu_ranges[i].hi)
@@ -156,7 +149,7 @@ static struct cu *find_cu(struct object *o, uint64_t addr)
 
 static const struct dfunc *find_dfunc(struct cu *c, uint64_t addr)
 {
-	size_t lo = 0, hi, i, k;
+	size_t lo, i, k;
 
 	if (!c->loaded) {
 		size_t cap = 0;
@@ -168,17 +161,9 @@ static const struct dfunc *find_dfunc(struct cu *c, uint64_t addr)
 		if (c->n_funcs)
 			qsort(c->funcs, c->n_funcs, sizeof(*c->funcs), cmp_dfunc);
 	}
-	hi = c->n_funcs;
-	if (!hi || addr < c->funcs[0].lo)
+	lo = FX_SEARCH_LAST_LE(c->funcs, c->n_funcs, lo, addr);
+	if (lo == SIZE_MAX)
 		return NULL;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (c->funcs[mid].lo <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
 	for (k = 0, i = lo + 1; i-- > 0 && k < 8; k++) {
 		if (addr < c->funcs[i].hi)
 			return &c->funcs[i];

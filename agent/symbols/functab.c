@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fxagent/demangle.h"
+#include "fxagent/search.h"
 #include "fxagent/hash.h"
 #include "fxagent/util.h"
 
@@ -184,19 +185,11 @@ void sym_finish_funcs(struct object *o, struct func_vec *fv)
 
 const struct func *sym_lookup_func(const struct object *o, uint64_t addr)
 {
-	size_t lo = 0, hi = o->n_funcs;
+	size_t lo = FX_SEARCH_LAST_LE(o->funcs, o->n_funcs, start, addr);
 	const struct func *f;
 
-	if (!o->n_funcs || addr < o->funcs[0].start)
+	if (lo == SIZE_MAX)
 		return NULL;
-	while (hi - lo > 1) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (o->funcs[mid].start <= addr)
-			lo = mid;
-		else
-			hi = mid;
-	}
 	f = &o->funcs[lo];
 	if (f->size && addr - f->start >= f->size)
 		return NULL;
