@@ -100,6 +100,10 @@ void cfg_tell_expected(struct ctx *x, const struct node *n, const char *path, co
 #define cfg_expected_str(x, n, path, what) (cfg_tell_expected(x, n, path, what, true), -EINVAL)
 /* Refuses aliases and tags; every node the schema looks at passes here. */
 int cfg_check_node(struct ctx *x, const struct node *n, const char *path);
+/* For an optional string *@out: checks node @n; a null one (or none) frees
+ * and clears *@out. Returns 1 when it did, 0 when @n holds a value to read,
+ * or -errno (the error recorded). */
+int cfg_check_optional(struct ctx *x, const struct node *n, const char *path, char **out);
 /* "@parent.@key" and "@parent[@i]" into @buf (PATH_BUF bytes). */
 void cfg_child_path(char *buf, const char *parent, const char *key);
 void cfg_item_path(char *buf, const char *parent, size_t i);

@@ -31,14 +31,9 @@ static int get_url(struct ctx *x, const struct node *n, const char *path, char *
 	char *d;
 	int r;
 
-	r = cfg_check_node(x, n, path);
+	r = cfg_check_optional(x, n, path, out);
 	if (r)
-		return r;
-	if (cfg_is_null(n)) {
-		free(*out);
-		*out = NULL;
-		return 0;
-	}
+		return r < 0 ? r : 0;
 	r = cfg_get_text(x, n, path, what, &s, &len);
 	if (r)
 		return r;

@@ -449,18 +449,25 @@ int cfg_duration_order(struct ctx *x, const struct node *n, const char *path, bo
 		    cfg_describe(n, false, buf, sizeof(buf)));
 }
 
+int cfg_check_optional(struct ctx *x, const struct node *n, const char *path, char **out)
+{
+	int r = cfg_check_node(x, n, path);
+
+	if (r)
+		return r;
+	if (!cfg_is_null(n))
+		return 0;
+	free(*out);
+	*out = NULL;
+	return 1;
+}
+
 /* An absolute path whose default is none: null (or nothing) keeps it none. */
 int cfg_get_opt_path(struct ctx *x, const struct node *n, const char *path, char **out)
 {
-	int r;
+	int r = cfg_check_optional(x, n, path, out);
 
-	r = cfg_check_node(x, n, path);
 	if (r)
-		return r;
-	if (cfg_is_null(n)) {
-		free(*out);
-		*out = NULL;
-		return 0;
-	}
+		return r < 0 ? r : 0;
 	return cfg_get_abs_path(x, n, path, "an absolute path", false, out);
 }
