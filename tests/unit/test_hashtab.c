@@ -68,7 +68,7 @@ static void check_shape(const struct fx_hashtab *h, const struct keys *k)
 static void test_empty(void **state)
 {
 	struct fx_hashtab h = { 0 };
-	uint64_t v[1];
+	uint64_t v[1] = { 0 };
 	struct keys k = { v, 0, spread };
 
 	(void)state;
@@ -133,7 +133,7 @@ static void test_collisions(void **state)
 static void test_probe_put_and_failed_reserve(void **state)
 {
 	struct fx_hashtab h = { 0 };
-	uint64_t v[4], key = 5;
+	uint64_t v[4] = { 0 }, key = 5;
 	struct keys k = { v, 0, spread };
 	size_t pos, cap;
 
