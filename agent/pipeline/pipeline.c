@@ -367,8 +367,8 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 	uint64_t cut;
 	int ret;
 
-	p->hold = false;
 	if (!ng) {
+		p->hold = false;
 		fx_config_release(cfg);
 		free(cfg);
 		fx_log(FX_LOG_ERR, "out of memory applying the reloaded config: the running "
@@ -377,9 +377,12 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 	}
 	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode;
 	fx_sampler_disable(p->sampler);
+	/* Still held: what the rings hold goes into the window being cut, not
+	 * into one that a rotation would open with the old config. */
 	fx_sampler_flush(p->sampler, fx_recorder_handle, &p->rec);
 	cut = fx_now_ns(CLOCK_MONOTONIC);
 	close_windows(p, cut, false);
+	p->hold = false;
 	if (reopen)
 		close_sampling(p);
 	p->g = ng;
