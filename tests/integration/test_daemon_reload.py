@@ -95,6 +95,10 @@ def run(t, cg):
                         f"{prev_end}")
             got = {int(th["pid"]) for th in prof.threads if prof.weight([th]) > 0}
             length = fx["windowEnd"] - fx["windowStart"]
+            # A reload cuts the window at its end (a few ms late at most):
+            # no sliver of a window with the old config after it.
+            if seq not in (seqs[0], seqs[-1]):
+                t.check(length >= 500, f"{name}: a window of {length:.1f} ms")
             interval = prof.data["meta"]["interval"]
             if target == "system":
                 t.check(abs(interval - 1000 / 49) < 0.01, f"{name}: interval {interval}, "
