@@ -133,16 +133,6 @@ out:
 		free(d.pending);
 	}
 	if (stats)
-		*stats = (struct fx_daemon_stats){
-			.windows = ps.windows,
-			.chunks = ps.chunks,
-			.chunk_errors = ps.chunk_errors,
-			.samples = ps.samples,
-			.rotation_ns_max = ps.rotation_ns_max,
-			.rotation_ns_sum = ps.rotation_ns_sum,
-			.rotation_cpu_ns_max = ps.rotation_cpu_ns_max,
-			.rotation_cpu_ns_sum = ps.rotation_cpu_ns_sum,
-			.reloads = d.reloads,
-		};
+		*stats = (struct fx_daemon_stats){ .pipeline = ps, .reloads = d.reloads };
 	return ret;
 }

@@ -592,19 +592,21 @@ int main(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
-		struct fx_daemon_stats ds = { 0 };
+		struct fx_daemon_stats st = { 0 };
+		const struct fx_pipeline_stats *ds = &st.pipeline;
 
-		ret = fx_daemon_run(&cfg, &ctl, &ds) < 0 ? 1 : 0;
-		/* The figures bench/daemon.py reads. */
+		ret = fx_daemon_run(&cfg, &ctl, &st) < 0 ? 1 : 0;
+		/* The figures bench/daemon.py reads-> */
 		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
 			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us, rotation cpu avg "
 			"%.1f us max %.1f us, peak rss %.1f MiB",
-			ds.windows, ds.chunks, ds.chunk_errors, ds.samples,
-			ds.windows ? (double)ds.rotation_ns_sum / (double)ds.windows / 1000.0 : 0,
-			(double)ds.rotation_ns_max / 1000.0,
-			ds.windows ? (double)ds.rotation_cpu_ns_sum / (double)ds.windows / 1000.0
-				   : 0,
-			(double)ds.rotation_cpu_ns_max / 1000.0,
+			ds->windows, ds->chunks, ds->chunk_errors, ds->samples,
+			ds->windows ? (double)ds->rotation_ns_sum / (double)ds->windows / 1000.0
+				    : 0,
+			(double)ds->rotation_ns_max / 1000.0,
+			ds->windows ? (double)ds->rotation_cpu_ns_sum / (double)ds->windows / 1000.0
+				    : 0,
+			(double)ds->rotation_cpu_ns_max / 1000.0,
 			(double)fx_peak_rss_kib() / 1024.0);
 	}
 	fx_config_release(&cfg);

@@ -27,19 +27,11 @@
 #include <stdint.h>
 
 #include "fxagent/config.h"
+#include "fxagent/pipeline.h"
 
 struct fx_daemon_stats {
-	uint64_t windows;      /* windows closed */
-	uint64_t chunks;       /* chunks written */
-	uint64_t chunk_errors; /* chunks that could not be written */
-	uint64_t samples;
-	/* Time the sampler thread spent rotating windows: wall clock (preemption
-	 * included, on a busy machine) and the thread's own CPU time (the work). */
-	uint64_t rotation_ns_max;
-	uint64_t rotation_ns_sum;
-	uint64_t rotation_cpu_ns_max;
-	uint64_t rotation_cpu_ns_sum;
-	uint64_t reloads; /* configs reloaded (applied or pending) */
+	struct fx_pipeline_stats pipeline; /* windows, chunks, samples, rotation times */
+	uint64_t reloads;		   /* configs reloaded (applied or pending) */
 };
 
 struct fx_daemon_ctl {
