@@ -427,3 +427,49 @@ void fx_json_raw(struct fx_json *j, const char *json, size_t len)
 		return;
 	put(j, json, len);
 }
+
+void fx_json_key_string(struct fx_json *j, const char *key, const char *value)
+{
+	fx_json_key(j, key);
+	fx_json_string(j, value);
+}
+
+void fx_json_key_int(struct fx_json *j, const char *key, int64_t value)
+{
+	fx_json_key(j, key);
+	fx_json_int(j, value);
+}
+
+void fx_json_key_double(struct fx_json *j, const char *key, double value)
+{
+	fx_json_key(j, key);
+	fx_json_double(j, value);
+}
+
+void fx_json_key_raw(struct fx_json *j, const char *key, const char *json)
+{
+	fx_json_key(j, key);
+	fx_json_raw(j, json, strlen(json));
+}
+
+void fx_json_key_array(struct fx_json *j, const char *key)
+{
+	fx_json_key(j, key);
+	fx_json_array_begin(j);
+}
+
+void fx_json_key_object(struct fx_json *j, const char *key)
+{
+	fx_json_key(j, key);
+	fx_json_object_begin(j);
+}
+
+void fx_json_key_column(struct fx_json *j, const char *key, size_t n, const char *value_json)
+{
+	size_t len = strlen(value_json);
+
+	fx_json_key_array(j, key);
+	for (size_t i = 0; i < n; i++)
+		fx_json_raw(j, value_json, len);
+	fx_json_array_end(j);
+}

@@ -17,46 +17,12 @@ static double ns_to_ms(uint64_t t, uint64_t start)
 	return (double)(int64_t)(t - start) / 1e6;
 }
 
-static void key_array(struct fx_json *j, const char *key)
-{
-	fx_json_key(j, key);
-	fx_json_array_begin(j);
-}
-
-static void column_of(struct fx_json *j, const char *key, size_t n, const char *value_json)
-{
-	size_t len = strlen(value_json);
-
-	key_array(j, key);
-	for (size_t i = 0; i < n; i++)
-		fx_json_raw(j, value_json, len);
-	fx_json_array_end(j);
-}
-
-static void key_string(struct fx_json *j, const char *key, const char *value)
-{
-	fx_json_key(j, key);
-	fx_json_string(j, value);
-}
-
-static void key_int(struct fx_json *j, const char *key, int64_t value)
-{
-	fx_json_key(j, key);
-	fx_json_int(j, value);
-}
-
-static void key_raw(struct fx_json *j, const char *key, const char *json)
-{
-	fx_json_key(j, key);
-	fx_json_raw(j, json, strlen(json));
-}
-
-static const char CATEGORIES_JSON[] =
+const char fx_profile_categories_json[] =
 	"[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"
 	"{\"name\":\"User\",\"color\":\"yellow\",\"subcategories\":[\"Other\"]},"
 	"{\"name\":\"Kernel\",\"color\":\"orange\",\"subcategories\":[\"Other\"]}]";
 
-static const char MARKER_SCHEMA_JSON[] =
+const char fx_profile_marker_schema_json[] =
 	"[{\"name\":\"" SCHEMA_RECORDING "\","
 	"\"chartLabel\":\"{marker.data.wallclock}\","
 	"\"tableLabel\":\"{marker.data.wallclock}\","
@@ -72,14 +38,22 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"tableLabel\":\"lost {marker.data.count}\","
 	"\"tooltipLabel\":\"Lost samples: {marker.data.count}\","
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
-	"\"fields\":[{\"key\":\"count\",\"label\":\"Lost samples\",\"format\":\"integer\"}]}]";
+	"\"fields\":[{\"key\":\"count\",\"label\":\"Lost samples\",\"format\":\"integer\"}]},"
+	"{\"name\":\"" SCHEMA_GAP "\","
+	"\"chartLabel\":\"{marker.data.target}: {marker.data.missing} missing\","
+	"\"tableLabel\":\"{marker.data.target}: no chunk for {marker.data.missing} windows\","
+	"\"tooltipLabel\":\"No chunk of {marker.data.target} for about {marker.data.missing} "
+	"windows\","
+	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
+	"\"fields\":[{\"key\":\"target\",\"label\":\"Target\",\"format\":\"string\"},"
+	"{\"key\":\"missing\",\"label\":\"Windows missing\",\"format\":\"integer\"}]}]";
 
 static void extra_entry(struct fx_json *j, const char *label, const char *value)
 {
 	fx_json_object_begin(j);
-	key_string(j, "label", label);
-	key_string(j, "format", "string");
-	key_string(j, "value", value);
+	fx_json_key_string(j, "label", label);
+	fx_json_key_string(j, "format", "string");
+	fx_json_key_string(j, "value", value);
 	fx_json_object_end(j);
 }
 
@@ -87,33 +61,33 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 {
 	fx_json_key(j, "meta");
 	fx_json_object_begin(j);
-	key_int(j, "version", 24);
-	key_int(j, "preprocessedProfileVersion", 66);
+	fx_json_key_int(j, "version", 24);
+	fx_json_key_int(j, "preprocessedProfileVersion", 66);
 	fx_json_key(j, "interval");
 	fx_json_double(j, m->interval_ms);
 	fx_json_key(j, "startTime");
 	fx_json_double(j, m->start_time_ms);
-	key_int(j, "processType", 0);
-	key_string(j, "product", m->product ? m->product : "fxagent");
-	key_int(j, "stackwalk", 1);
-	key_raw(j, "symbolicated", "true");
-	key_raw(j, "pausedRanges", "[]");
-	key_raw(j, "categories", CATEGORIES_JSON);
-	key_raw(j, "sampleUnits",
-		"{\"time\":\"ms\",\"eventDelay\":\"ms\",\"threadCPUDelta\":\"\xc2\xb5s\"}");
-	key_raw(j, "usesOnlyOneStackType", "true");
-	key_raw(j, "sourceCodeIsNotOnSearchfox", "true");
-	key_raw(j, "markerSchema", MARKER_SCHEMA_JSON);
-	key_int(j, "profilingStartTime", 0);
+	fx_json_key_int(j, "processType", 0);
+	fx_json_key_string(j, "product", m->product ? m->product : "fxagent");
+	fx_json_key_int(j, "stackwalk", 1);
+	fx_json_key_raw(j, "symbolicated", "true");
+	fx_json_key_raw(j, "pausedRanges", "[]");
+	fx_json_key_raw(j, "categories", fx_profile_categories_json);
+	fx_json_key_raw(j, "sampleUnits",
+			"{\"time\":\"ms\",\"eventDelay\":\"ms\",\"threadCPUDelta\":\"\xc2\xb5s\"}");
+	fx_json_key_raw(j, "usesOnlyOneStackType", "true");
+	fx_json_key_raw(j, "sourceCodeIsNotOnSearchfox", "true");
+	fx_json_key_raw(j, "markerSchema", fx_profile_marker_schema_json);
+	fx_json_key_int(j, "profilingStartTime", 0);
 	fx_json_key(j, "profilingEndTime");
 	fx_json_double(j, m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
 	if (m->target) {
 		/* For collectors: the chunk's identity in one place. */
 		fx_json_key(j, "fxagent");
 		fx_json_object_begin(j);
-		key_string(j, "target", m->target);
-		key_string(j, "host", m->host);
-		key_int(j, "seq", m->seq);
+		fx_json_key_string(j, "target", m->target);
+		fx_json_key_string(j, "host", m->host);
+		fx_json_key_int(j, "seq", m->seq);
 		fx_json_key(j, "windowStart");
 		fx_json_double(j, m->start_time_ms);
 		fx_json_key(j, "windowEnd");
@@ -123,23 +97,23 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 						    (m->end_ns > m->start_ns
 							     ? ns_to_ms(m->end_ns, m->start_ns)
 							     : 0));
-		key_int(j, "samples", (int64_t)m->samples);
-		key_int(j, "lost", (int64_t)m->lost);
-		key_int(j, "truncated", (int64_t)m->truncated);
-		key_int(j, "droppedStacks", (int64_t)m->dropped);
+		fx_json_key_int(j, "samples", (int64_t)m->samples);
+		fx_json_key_int(j, "lost", (int64_t)m->lost);
+		fx_json_key_int(j, "truncated", (int64_t)m->truncated);
+		fx_json_key_int(j, "droppedStacks", (int64_t)m->dropped);
 		fx_json_key(j, "labels");
 		fx_json_object_begin(j);
 		for (size_t i = 0; i < m->nlabels; i++)
-			key_string(j, m->labels[i].key, m->labels[i].value);
+			fx_json_key_string(j, m->labels[i].key, m->labels[i].value);
 		fx_json_object_end(j);
 		fx_json_object_end(j);
 	}
 	if (m->host || m->target) {
 		/* meta.extra is what the profiler shows under "Profile Information". */
-		key_array(j, "extra");
+		fx_json_key_array(j, "extra");
 		fx_json_object_begin(j);
-		key_string(j, "label", "fxagent");
-		key_array(j, "entries");
+		fx_json_key_string(j, "label", "fxagent");
+		fx_json_key_array(j, "entries");
 		if (m->host)
 			extra_entry(j, "Host name", m->host);
 		if (m->target)
@@ -155,7 +129,7 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 
 static void write_libs(const struct fx_profile_input *in, struct fx_json *j)
 {
-	key_array(j, "libs");
+	fx_json_key_array(j, "libs");
 	for (size_t i = 0; i < in->nlibs; i++) {
 		const struct fx_profile_lib *l = &in->libs[i];
 		const char *name = l->name ? l->name : "";
@@ -171,13 +145,13 @@ static void write_libs(const struct fx_profile_input *in, struct fx_json *j)
 			fx_profile_breakpad_id(l->build_id, len, breakpad);
 		}
 		fx_json_object_begin(j);
-		key_string(j, "name", name);
-		key_string(j, "path", path);
-		key_string(j, "debugName", l->debug_name ? l->debug_name : name);
-		key_string(j, "debugPath", l->debug_path ? l->debug_path : path);
-		key_string(j, "arch", l->arch ? l->arch : "");
-		key_string(j, "breakpadId", breakpad);
-		key_string(j, "codeId", code_id);
+		fx_json_key_string(j, "name", name);
+		fx_json_key_string(j, "path", path);
+		fx_json_key_string(j, "debugName", l->debug_name ? l->debug_name : name);
+		fx_json_key_string(j, "debugPath", l->debug_path ? l->debug_path : path);
+		fx_json_key_string(j, "arch", l->arch ? l->arch : "");
+		fx_json_key_string(j, "breakpadId", breakpad);
+		fx_json_key_string(j, "codeId", code_id);
 		fx_json_object_end(j);
 	}
 	fx_json_array_end(j);
@@ -188,22 +162,22 @@ static void table_begin(struct fx_json *j, const char *key, size_t length)
 {
 	fx_json_key(j, key);
 	fx_json_object_begin(j);
-	key_int(j, "length", (int64_t)length);
+	fx_json_key_int(j, "length", (int64_t)length);
 }
 
 static void write_resources(const struct tables *t, struct fx_json *j)
 {
 	table_begin(j, "resourceTable", t->nres);
-	key_array(j, "name");
+	fx_json_key_array(j, "name");
 	for (size_t i = 0; i < t->nres; i++)
 		fx_json_uint(j, t->res[i].name);
 	fx_json_array_end(j);
-	column_of(j, "host", t->nres, "null");
-	key_array(j, "lib");
+	fx_json_key_column(j, "host", t->nres, "null");
+	fx_json_key_array(j, "lib");
 	for (size_t i = 0; i < t->nres; i++)
 		fx_json_uint(j, t->res[i].lib);
 	fx_json_array_end(j);
-	column_of(j, "type", t->nres, "1");
+	fx_json_key_column(j, "type", t->nres, "1");
 	fx_json_object_end(j);
 }
 
@@ -212,19 +186,19 @@ static void write_native_symbols(const struct tables *t, struct fx_json *j)
 	size_t n = t->nsym_keys.n;
 
 	table_begin(j, "nativeSymbols", n);
-	key_array(j, "libIndex");
+	fx_json_key_array(j, "libIndex");
 	for (size_t i = 0; i < n; i++)
 		fx_json_uint(j, t->nsyms[i].lib);
 	fx_json_array_end(j);
-	key_array(j, "address");
+	fx_json_key_array(j, "address");
 	for (size_t i = 0; i < n; i++)
 		fx_json_uint(j, t->nsyms[i].addr);
 	fx_json_array_end(j);
-	key_array(j, "name");
+	fx_json_key_array(j, "name");
 	for (size_t i = 0; i < n; i++)
 		fx_json_uint(j, t->nsyms[i].name);
 	fx_json_array_end(j);
-	key_array(j, "functionSize");
+	fx_json_key_array(j, "functionSize");
 	for (size_t i = 0; i < n; i++) {
 		if (t->nsyms[i].size)
 			fx_json_uint(j, t->nsyms[i].size);
@@ -240,20 +214,20 @@ static void write_funcs(const struct tables *t, struct fx_json *j)
 	size_t n = t->funcs.n;
 
 	table_begin(j, "funcTable", n);
-	key_array(j, "name");
+	fx_json_key_array(j, "name");
 	for (size_t i = 0; i < n; i++)
 		fx_json_uint(j, t->funcs.v[i].a);
 	fx_json_array_end(j);
-	column_of(j, "isJS", n, "false");
-	column_of(j, "relevantForJS", n, "false");
-	key_array(j, "resource");
+	fx_json_key_column(j, "isJS", n, "false");
+	fx_json_key_column(j, "relevantForJS", n, "false");
+	fx_json_key_array(j, "resource");
 	for (size_t i = 0; i < n; i++)
 		fx_json_int(j, (int64_t)t->funcs.v[i].b - 1);
 	fx_json_array_end(j);
-	column_of(j, "source", n, "null");
-	column_of(j, "lineNumber", n, "null");
-	column_of(j, "columnNumber", n, "null");
-	column_of(j, "originalLocation", n, "null");
+	fx_json_key_column(j, "source", n, "null");
+	fx_json_key_column(j, "lineNumber", n, "null");
+	fx_json_key_column(j, "columnNumber", n, "null");
+	fx_json_key_column(j, "originalLocation", n, "null");
 	fx_json_object_end(j);
 }
 
@@ -264,7 +238,7 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	size_t nframes = in->window->nframes;
 
 	table_begin(j, "frameTable", t->npframes);
-	key_array(j, "address");
+	fx_json_key_array(j, "address");
 	for (size_t i = 0; i < nframes; i++) {
 		const struct fx_profile_frame *f = &in->frames[i];
 
@@ -276,24 +250,24 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 		}
 	}
 	fx_json_array_end(j);
-	key_array(j, "inlineDepth");
+	fx_json_key_array(j, "inlineDepth");
 	for (size_t i = 0; i < nframes; i++) {
 		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++)
 			fx_json_uint(j, k);
 	}
 	fx_json_array_end(j);
-	key_array(j, "category");
+	fx_json_key_array(j, "category");
 	for (size_t i = 0; i < nframes; i++) {
 		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++)
 			fx_json_int(j, in->frames[i].category);
 	}
 	fx_json_array_end(j);
-	column_of(j, "subcategory", t->npframes, "0");
-	key_array(j, "func");
+	fx_json_key_column(j, "subcategory", t->npframes, "0");
+	fx_json_key_array(j, "func");
 	for (size_t i = 0; i < t->npframes; i++)
 		fx_json_uint(j, t->pframe_func[i]);
 	fx_json_array_end(j);
-	key_array(j, "nativeSymbol");
+	fx_json_key_array(j, "nativeSymbol");
 	for (size_t i = 0; i < nframes; i++) {
 		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++) {
 			if (t->frame_nsym[i] >= 0)
@@ -303,8 +277,8 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 		}
 	}
 	fx_json_array_end(j);
-	column_of(j, "innerWindowID", t->npframes, "0");
-	key_array(j, "line");
+	fx_json_key_column(j, "innerWindowID", t->npframes, "0");
+	fx_json_key_array(j, "line");
 	for (size_t i = 0; i < nframes; i++) {
 		const struct fx_sym_result *r = in->frames[i].sym;
 
@@ -316,8 +290,8 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 		}
 	}
 	fx_json_array_end(j);
-	column_of(j, "column", t->npframes, "null");
-	column_of(j, "originalLocation", t->npframes, "null");
+	fx_json_key_column(j, "column", t->npframes, "null");
+	fx_json_key_column(j, "originalLocation", t->npframes, "null");
 	fx_json_object_end(j);
 }
 
@@ -329,7 +303,7 @@ static void write_stacks(const struct tables *t, struct fx_json *j)
 	const struct fx_window *w = in->window;
 
 	table_begin(j, "stackTable", t->npstacks);
-	key_array(j, "frame");
+	fx_json_key_array(j, "frame");
 	for (size_t i = 0; i < w->nstacks; i++) {
 		uint32_t f = w->stacks[i].frame;
 
@@ -337,7 +311,7 @@ static void write_stacks(const struct tables *t, struct fx_json *j)
 			fx_json_uint(j, t->frame_base[f] + k);
 	}
 	fx_json_array_end(j);
-	key_array(j, "prefixOffset");
+	fx_json_key_array(j, "prefixOffset");
 	for (size_t i = 0; i < w->nstacks; i++) {
 		const struct fx_window_stack *s = &w->stacks[i];
 		uint32_t n = level_count(in->frames[s->frame].sym);
@@ -358,7 +332,7 @@ static void write_shared(const struct tables *t, struct fx_json *j)
 {
 	fx_json_key(j, "shared");
 	fx_json_object_begin(j);
-	key_array(j, "stringArray");
+	fx_json_key_array(j, "stringArray");
 	for (size_t i = 0; i < t->strs.n; i++)
 		fx_json_string_n(j, t->strs.v[i].s, t->strs.v[i].len);
 	fx_json_array_end(j);
@@ -367,10 +341,12 @@ static void write_shared(const struct tables *t, struct fx_json *j)
 	write_funcs(t, j);
 	write_frames(t, j);
 	write_stacks(t, j);
-	key_raw(j, "sources",
+	fx_json_key_raw(
+		j, "sources",
 		"{\"length\":0,\"id\":[],\"filename\":[],\"startLine\":[],\"startColumn\":[],"
 		"\"sourceMapURL\":[],\"content\":[]}");
-	key_raw(j, "sourceLocationTable", "{\"length\":0,\"source\":[],\"line\":[],\"column\":[]}");
+	fx_json_key_raw(j, "sourceLocationTable",
+			"{\"length\":0,\"source\":[],\"line\":[],\"column\":[]}");
 	fx_json_object_end(j);
 }
 
@@ -380,15 +356,15 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 	size_t n = carrier ? in->nmarkers : 0;
 
 	table_begin(j, "markers", n);
-	key_array(j, "name");
+	fx_json_key_array(j, "name");
 	for (size_t i = 0; i < n; i++)
 		fx_json_int(j, t->marker_name[in->markers[i].type == FX_MARKER_LOST ? 1 : 0]);
 	fx_json_array_end(j);
-	key_array(j, "startTime");
+	fx_json_key_array(j, "startTime");
 	for (size_t i = 0; i < n; i++)
 		fx_json_double(j, in->markers[i].start_ms);
 	fx_json_array_end(j);
-	key_array(j, "endTime");
+	fx_json_key_array(j, "endTime");
 	for (size_t i = 0; i < n; i++) {
 		if (in->markers[i].type == FX_MARKER_LOST)
 			fx_json_null(j);
@@ -396,28 +372,28 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 			fx_json_double(j, in->markers[i].end_ms);
 	}
 	fx_json_array_end(j);
-	key_array(j, "phase");
+	fx_json_key_array(j, "phase");
 	for (size_t i = 0; i < n; i++)
 		fx_json_int(j, in->markers[i].type == FX_MARKER_LOST ? 0 : 1);
 	fx_json_array_end(j);
-	column_of(j, "category", n, "0");
-	key_array(j, "data");
+	fx_json_key_column(j, "category", n, "0");
+	fx_json_key_array(j, "data");
 	for (size_t i = 0; i < n; i++) {
 		const struct fx_profile_marker *m = &in->markers[i];
 
 		fx_json_object_begin(j);
 		if (m->type == FX_MARKER_LOST) {
-			key_string(j, "type", SCHEMA_LOST);
-			key_int(j, "count", m->count);
+			fx_json_key_string(j, "type", SCHEMA_LOST);
+			fx_json_key_int(j, "count", m->count);
 		} else {
-			key_string(j, "type", SCHEMA_RECORDING);
-			key_string(j, "wallclock", m->text ? m->text : "");
+			fx_json_key_string(j, "type", SCHEMA_RECORDING);
+			fx_json_key_string(j, "wallclock", m->text ? m->text : "");
 			if (m->target)
-				key_string(j, "target", m->target);
-			key_int(j, "seq", m->seq);
-			key_int(j, "samples", m->count);
-			key_int(j, "lost", m->lost);
-			key_int(j, "truncated", m->truncated);
+				fx_json_key_string(j, "target", m->target);
+			fx_json_key_int(j, "seq", m->seq);
+			fx_json_key_int(j, "samples", m->count);
+			fx_json_key_int(j, "lost", m->lost);
+			fx_json_key_int(j, "truncated", m->truncated);
 		}
 		fx_json_object_end(j);
 	}
@@ -435,21 +411,21 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 
 	snprintf(pid, sizeof(pid), "%u", (unsigned int)th->pid);
 	fx_json_object_begin(j);
-	key_string(j, "name", th->name ? th->name : "");
-	key_string(j, "processName", th->process_name ? th->process_name : "");
-	key_string(j, "processType", "default");
-	key_raw(j, "isMainThread", th->tid == th->pid ? "true" : "false");
-	key_string(j, "pid", pid);
-	key_int(j, "tid", th->tid);
-	key_int(j, "processStartupTime", 0);
-	key_raw(j, "processShutdownTime", "null");
-	key_int(j, "registerTime", 0);
-	key_raw(j, "unregisterTime", "null");
-	key_raw(j, "pausedRanges", "[]");
-	key_raw(j, "showMarkersInTimeline", "true");
+	fx_json_key_string(j, "name", th->name ? th->name : "");
+	fx_json_key_string(j, "processName", th->process_name ? th->process_name : "");
+	fx_json_key_string(j, "processType", "default");
+	fx_json_key_raw(j, "isMainThread", th->tid == th->pid ? "true" : "false");
+	fx_json_key_string(j, "pid", pid);
+	fx_json_key_int(j, "tid", th->tid);
+	fx_json_key_int(j, "processStartupTime", 0);
+	fx_json_key_raw(j, "processShutdownTime", "null");
+	fx_json_key_int(j, "registerTime", 0);
+	fx_json_key_raw(j, "unregisterTime", "null");
+	fx_json_key_raw(j, "pausedRanges", "[]");
+	fx_json_key_raw(j, "showMarkersInTimeline", "true");
 
 	table_begin(j, "samples", n);
-	key_array(j, "stack");
+	fx_json_key_array(j, "stack");
 	for (size_t i = 0; i < n; i++) {
 		if (s[i].stack < in->window->nstacks)
 			fx_json_uint(j, t->stack_last[s[i].stack]);
@@ -457,15 +433,15 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 			fx_json_null(j);
 	}
 	fx_json_array_end(j);
-	key_array(j, "time");
+	fx_json_key_array(j, "time");
 	for (size_t i = 0; i < n; i++)
 		fx_json_double(j, ns_to_ms(s[i].time_ns, in->meta.start_ns));
 	fx_json_array_end(j);
-	key_raw(j, "weight", "null");
-	key_string(j, "weightType", "samples");
+	fx_json_key_raw(j, "weight", "null");
+	fx_json_key_string(j, "weightType", "samples");
 	/* Each sample stands for one sampling interval of CPU time on this
 	 * thread: this is what the profiler's CPU graph and columns show. */
-	key_array(j, "threadCPUDelta");
+	fx_json_key_array(j, "threadCPUDelta");
 	for (size_t i = 0; i < n; i++)
 		fx_json_double(j, i ? in->meta.interval_ms * 1000.0 : 0);
 	fx_json_array_end(j);
@@ -487,13 +463,13 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 	write_meta(&in->meta, j);
 	write_libs(in, j);
 	write_shared(&t, j);
-	key_array(j, "threads");
+	fx_json_key_array(j, "threads");
 	for (size_t i = 0; i < in->nthreads; i++)
 		write_thread(&t, i, j);
 	fx_json_array_end(j);
-	key_raw(j, "pages", "[]");
-	key_raw(j, "profilerOverhead", "[]");
-	key_raw(j, "counters", "[]");
+	fx_json_key_raw(j, "pages", "[]");
+	fx_json_key_raw(j, "profilerOverhead", "[]");
+	fx_json_key_raw(j, "counters", "[]");
 	fx_json_object_end(j);
 	rc = fx_json_error(j);
 	if (rc < 0)

@@ -53,4 +53,16 @@ void fx_json_null(struct fx_json *j);
 /* Writes @len bytes of already valid JSON as one value (for fixed fragments). */
 void fx_json_raw(struct fx_json *j, const char *json, size_t len);
 
+/* A key and its value, for the members of an object. */
+void fx_json_key_string(struct fx_json *j, const char *key, const char *value);
+void fx_json_key_int(struct fx_json *j, const char *key, int64_t value);
+void fx_json_key_double(struct fx_json *j, const char *key, double value);
+void fx_json_key_raw(struct fx_json *j, const char *key, const char *json); /* NUL-ended */
+/* A key and an array, or an object, begun. */
+void fx_json_key_array(struct fx_json *j, const char *key);
+void fx_json_key_object(struct fx_json *j, const char *key);
+/* A key and an array of @n copies of the JSON value @value_json (a column of
+ * one constant). */
+void fx_json_key_column(struct fx_json *j, const char *key, size_t n, const char *value_json);
+
 #endif
