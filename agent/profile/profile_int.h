@@ -15,8 +15,9 @@
 #include "fxagent/hashtab.h"
 #include "fxagent/profile.h"
 
-#define SCHEMA_RECORDING "FxRecording"
-#define SCHEMA_LOST	 "FxLostSamples"
+#define SCHEMA_RECORDING FX_SCHEMA_RECORDING
+#define SCHEMA_LOST	 FX_SCHEMA_LOST
+#define SCHEMA_GAP	 FX_SCHEMA_GAP
 #define UNKNOWN_NAME	 "[unknown]"
 
 struct str {

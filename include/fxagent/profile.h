@@ -109,6 +109,15 @@ struct fx_profile_stats {
 	uint64_t bytes;	  /* compressed bytes written (file variant) */
 };
 
+/* The categories (Other, User, Kernel) and the marker schemas (FxRecording,
+ * FxLostSamples, FxGap) of every profile fxagent writes, as JSON, for
+ * writers of other profiles (view's merge). */
+#define FX_SCHEMA_RECORDING "FxRecording"
+#define FX_SCHEMA_LOST	    "FxLostSamples"
+#define FX_SCHEMA_GAP	    "FxGap"
+extern const char fx_profile_categories_json[];
+extern const char fx_profile_marker_schema_json[];
+
 /* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or
  * -errno (-ENOMEM, or the writer's error). */
 int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
