@@ -22,6 +22,7 @@
 #include "fxagent/service.h"
 #include "fxagent/unwind.h"
 #include "fxagent/util.h"
+#include "fxagent/view.h"
 
 #define EXIT_USAGE 2
 #define MAX_PIDS   1024
@@ -42,6 +43,9 @@ struct options {
 	enum fx_unwind_mode unwind;
 	uint32_t stack_bytes;
 	bool verbose;
+	bool serve;	    /* --once --serve[=ADDR:PORT]: then serve the profile */
+	const char *listen; /* its ADDR:PORT, NULL for the default */
+	bool open;	    /* --open: and open it in the browser */
 	/* Daemon and config */
 	const char *config;	 /* --config FILE */
 	bool check_config;	 /* --check-config [FILE] */
@@ -67,6 +71,8 @@ static void usage(FILE *f)
 		"Usage: fxagent [--config FILE] [OPTION]...   run as an agent\n"
 		"       fxagent --once [OPTION]...            take one profile and exit\n"
 		"       fxagent --check-config [FILE]         validate a config and exit\n"
+		"       fxagent view SOURCE... [OPTION]...    merge chunks into one profile\n"
+		"                                             (fxagent view --help)\n"
 		"Sample every CPU with perf_event_open and write Firefox Profiler profiles\n"
 		"(gzip-compressed processed profiles; open them at https://profiler.firefox.com).\n"
 		"As an agent, fxagent samples the whole system or the targets of its config and\n"
@@ -82,6 +88,9 @@ static void usage(FILE *f)
 		"  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
 		"  -o, --output=FILE    where to write the profile, - for stdout\n"
 		"                       (default fxagent-HOST-TIME.json.gz)\n"
+		"      --serve[=ADDR:PORT]  then serve the profile to the Firefox Profiler\n"
+		"                       until Ctrl-C (127.0.0.1, a port in 3000-3099)\n"
+		"      --open           and open it in the browser (xdg-open)\n"
 		"  -p, --pid=PID        only these processes (repeatable)\n"
 		"      --no-kernel      leave out kernel frames\n"
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
@@ -156,6 +165,8 @@ enum {
 	OPT_CHECK_CONFIG,
 	OPT_OUTPUT_DIR,
 	OPT_WINDOW,
+	OPT_SERVE,
+	OPT_OPEN,
 };
 
 /* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
@@ -237,6 +248,13 @@ static int mode_option(int c, const char *arg, struct options *o)
 	case 'v':
 		o->verbose = true;
 		return 0;
+	case OPT_SERVE:
+		o->serve = true;
+		o->listen = arg[0] ? arg : NULL;
+		return 0;
+	case OPT_OPEN:
+		o->open = true;
+		return 0;
 	default:
 		return 1;
 	}
@@ -259,6 +277,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "output-dir", required_argument, NULL, OPT_OUTPUT_DIR },
 		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "serve", optional_argument, NULL, OPT_SERVE },
+		{ "open", no_argument, NULL, OPT_OPEN },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -296,6 +316,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "fxagent: unexpected argument '%s'\n", argv[optind]);
+		return -EINVAL;
+	}
+	if ((o->serve || o->open) && (!o->once || (o->output && !strcmp(o->output, "-")))) {
+		fprintf(stderr, "fxagent: --serve and --open go with --once and a profile file "
+				"(for chunks: fxagent view)\n");
 		return -EINVAL;
 	}
 	return 0;
@@ -492,7 +517,7 @@ static int sample_for(struct fx_pipeline *p, uint64_t duration_ms)
 
 /* --once: a driver of the pipeline with one window, written on this thread
  * once sampling has stopped. */
-static int record_once(const struct options *o)
+static int record_once(const struct options *o, char *written, size_t written_size)
 {
 	struct fx_pipeline_opts po = { .cfg = o->cfg,
 				       .pids = o->npids ? o->pids : NULL,
@@ -538,6 +563,8 @@ static int record_once(const struct options *o)
 	}
 	if (ret == 0)
 		print_stats(p, rec_ns, cpu_rec, fx_now_ns(CLOCK_MONOTONIC) - write_start);
+	if (ret == 0 && po.output)
+		snprintf(written, written_size, "%s", po.output);
 out:
 	if (progress && ret < 0)
 		fputc('\n', stderr);
@@ -559,6 +586,8 @@ int main(int argc, char **argv)
 	int ret;
 
 	fx_log_open();
+	if (argc > 1 && !strcmp(argv[1], "view"))
+		return fx_view_main(argc - 1, argv + 1);
 	if (parse_args(argc, argv, &o) < 0)
 		return EXIT_USAGE;
 	if (load_config(&o, &cfg) < 0)
@@ -580,7 +609,17 @@ int main(int argc, char **argv)
 	raise_fd_limit();
 	if (o.once) {
 		progress = isatty(STDERR_FILENO);
-		ret = record_once(&o) < 0 ? 1 : 0;
+		char written[4096] = "";
+
+		ret = record_once(&o, written, sizeof(written)) < 0 ? 1 : 0;
+		/* samply's flow: record, then look at it in the profiler. */
+		if (ret == 0 && o.serve && written[0])
+			ret = fx_view_serve_file(written, o.listen, o.open) < 0 ? 1 : 0;
+		else if (ret == 0 && o.serve)
+			ret = fx_log_errno(
+				      FX_LOG_ERR, EINVAL,
+				      "--serve: the profile went to the collector, not to a file") <
+			      0;
 	} else {
 		struct sigaction sa = { .sa_handler = on_signal };
 		struct fx_daemon_ctl ctl = { .stop = &stop_requested,

@@ -1,0 +1,665 @@
+/* SPDX-License-Identifier: MIT */
+/* The merge: chunks' tables interned into one set of shared tables (each
+ * distinct string, library, resource, symbol, function, frame and stack
+ * once), their samples on one track per host and thread, process or host,
+ * and their windows, lost samples and gaps as markers. Samples of one stack
+ * in one time bucket fold into one weighted sample once there are too many
+ * for a browser: the weights keep every share exact. */
+#include "view_int.h"
+
+#include "fxagent/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fxagent/hash.h"
+#include "fxagent/profile.h"
+
+#define NONE64 UINT64_MAX
+
+/* ---- interned strings ---- */
+
+struct strkey {
+	const char *s;
+	size_t len;
+};
+
+static uint64_t str_hash_at(const void *ctx, uint32_t i)
+{
+	size_t len;
+	const char *s = strtab_at(ctx, i, &len);
+
+	return fx_hash_bytes(s, len);
+}
+
+static bool str_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct strkey *k = key;
+	size_t len;
+	const char *s = strtab_at(ctx, i, &len);
+
+	return len == k->len && !memcmp(s, k->s, len);
+}
+
+uint32_t strtab_add(struct strtab *t, const char *s, size_t len)
+{
+	struct strkey k = { s, len };
+	uint64_t h = fx_hash_bytes(s, len);
+	uint32_t i;
+	size_t pos;
+
+	if (t->n >= UINT32_MAX - 1 || t->tlen + len + 1 >= UINT32_MAX ||
+	    fx_hashtab_reserve(&t->h, t->n + 1, str_hash_at, t) < 0)
+		return UINT32_MAX;
+	pos = fx_hashtab_probe(&t->h, h, str_eq, t, &k);
+	i = fx_hashtab_at(&t->h, pos);
+	if (i != FX_HASHTAB_NONE)
+		return i;
+	if (fx_grow(&t->text, &t->tcap, t->tlen + len + 1, 1) < 0 ||
+	    fx_grow(&t->ref, &t->cap, t->n + 1, sizeof(*t->ref)) < 0)
+		return UINT32_MAX;
+	memcpy(t->text + t->tlen, s, len);
+	t->text[t->tlen + len] = '\0';
+	t->ref[t->n] = (uint64_t)t->tlen << 32 | len;
+	t->tlen += len + 1;
+	fx_hashtab_put(&t->h, pos, (uint32_t)t->n);
+	return (uint32_t)t->n++;
+}
+
+static void strtab_free(struct strtab *t)
+{
+	free(t->text);
+	free(t->ref);
+	fx_hashtab_free(&t->h);
+	memset(t, 0, sizeof(*t));
+}
+
+/* ---- interned records ---- */
+
+static uint64_t rec_hash(const uint64_t *r, size_t width)
+{
+	return fx_hash_bytes(r, width * sizeof(*r));
+}
+
+static uint64_t rec_hash_at(const void *ctx, uint32_t i)
+{
+	const struct rectab *t = ctx;
+
+	return rec_hash(rectab_at(t, i), t->width);
+}
+
+static bool rec_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct rectab *t = ctx;
+
+	return !memcmp(rectab_at(t, i), key, t->width * sizeof(uint64_t));
+}
+
+/* The index of record @r, added if new; UINT32_MAX when memory ran out. */
+static uint32_t rectab_add(struct rectab *t, const uint64_t *r)
+{
+	uint32_t i;
+	size_t pos;
+
+	if (t->n >= UINT32_MAX - 1 || fx_hashtab_reserve(&t->h, t->n + 1, rec_hash_at, t) < 0)
+		return UINT32_MAX;
+	pos = fx_hashtab_probe(&t->h, rec_hash(r, t->width), rec_eq, t, r);
+	i = fx_hashtab_at(&t->h, pos);
+	if (i != FX_HASHTAB_NONE)
+		return i;
+	if (fx_grow(&t->v, &t->cap, (t->n + 1) * t->width, sizeof(*t->v)) < 0)
+		return UINT32_MAX;
+	memcpy(t->v + t->n * t->width, r, t->width * sizeof(*r));
+	fx_hashtab_put(&t->h, pos, (uint32_t)t->n);
+	return (uint32_t)t->n++;
+}
+
+static uint32_t rectab_find(const struct rectab *t, const uint64_t *r)
+{
+	return fx_hashtab_find(&t->h, rec_hash(r, t->width), rec_eq, t, r);
+}
+
+static void rectab_free(struct rectab *t)
+{
+	free(t->v);
+	fx_hashtab_free(&t->h);
+	t->v = NULL;
+	t->n = t->cap = 0;
+}
+
+/* ---- set-up ---- */
+
+int merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms, size_t fold_threshold)
+{
+	memset(m, 0, sizeof(*m));
+	m->mode = mode;
+	m->bucket_ms = bucket_ms;
+	m->bucket_fixed = bucket_ms > 0;
+	m->fold_threshold = fold_threshold;
+	m->libs.width = VLIB_NFIELDS;
+	m->res.width = 2;
+	m->nsyms.width = 4;
+	m->funcs.width = 2;
+	m->frames.width = 6;
+	m->stacks.width = 2;
+	m->tracks.width = 3;
+	m->windows.width = 5;
+	m->start = INFINITY;
+	m->end = -INFINITY;
+	return 0;
+}
+
+void merge_free(struct merge *m)
+{
+	struct rectab *tabs[] = { &m->libs,   &m->res,	  &m->nsyms,  &m->funcs,
+				  &m->frames, &m->stacks, &m->tracks, &m->windows };
+
+	strtab_free(&m->strs);
+	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++)
+		rectab_free(tabs[i]);
+	free(m->tinfo);
+	free(m->order);
+	free(m->samples);
+	free(m->markers);
+	free(m->map_str);
+	free(m->map_lib);
+	free(m->map_res);
+	free(m->map_nsym);
+	free(m->map_func);
+	free(m->map_frame);
+	free(m->map_stack);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- one chunk ---- */
+
+static uint32_t str_of(struct merge *m, const struct vchunk *c, struct vstr s)
+{
+	return strtab_add(&m->strs, vstr_at(c, s), s.len);
+}
+
+static uint64_t bits(double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[5])
+{
+	uint32_t host = str_of(m, c, c->host), target = str_of(m, c, c->target);
+
+	if (host == UINT32_MAX || target == UINT32_MAX)
+		return -ENOMEM;
+	key[0] = host;
+	key[1] = target;
+	key[2] = bits(c->seq);
+	key[3] = bits(c->window_start);
+	key[4] = bits(c->window_end);
+	return 0;
+}
+
+bool merge_has_window(struct merge *m, const struct vchunk *c)
+{
+	uint64_t key[5];
+
+	return window_key(m, c, key) == 0 && rectab_find(&m->windows, key) != UINT32_MAX;
+}
+
+/* A chunk-to-merged map of @n entries. */
+static int map_reserve(struct merge *m, uint32_t **map, int which, size_t n)
+{
+	return fx_grow(map, &m->map_cap[which], n ? n : 1, sizeof(**map));
+}
+
+/* A column value as an index; UINT64_MAX for null or -1. */
+static uint64_t idx_or_none(double v)
+{
+	return isnan(v) || v < 0 ? NONE64 : (uint64_t)v;
+}
+
+static uint64_t mapped(const uint32_t *map, double v)
+{
+	uint64_t i = idx_or_none(v);
+
+	return i == NONE64 ? NONE64 : map[i];
+}
+
+/* Interns column-wise rows: @build fills the record of row i. */
+#define INTERN_ROWS(m, tab, map, n, rec, body)                                                     \
+	do {                                                                                       \
+		for (size_t i = 0; i < (n); i++) {                                                 \
+			body;                                                                      \
+			(map)[i] = rectab_add(&(m)->tab, rec);                                     \
+			if ((map)[i] == UINT32_MAX)                                                \
+				return -ENOMEM;                                                    \
+		}                                                                                  \
+	} while (0)
+
+static int map_tables(struct merge *m, const struct vchunk *c)
+{
+	const struct vcol *col = c->col;
+	uint64_t r[VLIB_NFIELDS];
+	size_t nres = col[VC_RES_NAME].n, nsym = col[VC_NSYM_LIB].n, nfunc = col[VC_FUNC_NAME].n;
+	size_t nframe = col[VC_FRAME_ADDR].n, nstack = col[VC_STACK_FRAME].n;
+
+	if (map_reserve(m, &m->map_str, 0, c->strings.n) < 0 ||
+	    map_reserve(m, &m->map_lib, 1, c->nlibs) < 0 ||
+	    map_reserve(m, &m->map_res, 2, nres) < 0 || map_reserve(m, &m->map_nsym, 3, nsym) < 0 ||
+	    map_reserve(m, &m->map_func, 4, nfunc) < 0 ||
+	    map_reserve(m, &m->map_frame, 5, nframe) < 0 ||
+	    map_reserve(m, &m->map_stack, 6, nstack) < 0)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->strings.n; i++) {
+		m->map_str[i] = str_of(m, c, c->strings.v[i]);
+		if (m->map_str[i] == UINT32_MAX)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < c->nlibs; i++) {
+		for (int f = 0; f < VLIB_NFIELDS; f++) {
+			r[f] = str_of(m, c, c->libs[i].f[f]);
+			if (r[f] == UINT32_MAX)
+				return -ENOMEM;
+		}
+		m->map_lib[i] = rectab_add(&m->libs, r);
+		if (m->map_lib[i] == UINT32_MAX)
+			return -ENOMEM;
+	}
+	INTERN_ROWS(m, res, m->map_res, nres, r, {
+		r[0] = m->map_str[(size_t)col[VC_RES_NAME].v[i]];
+		r[1] = mapped(m->map_lib, col[VC_RES_LIB].v[i]);
+	});
+	INTERN_ROWS(m, nsyms, m->map_nsym, nsym, r, {
+		r[0] = m->map_lib[(size_t)col[VC_NSYM_LIB].v[i]];
+		r[1] = idx_or_none(col[VC_NSYM_ADDR].v[i]);
+		r[2] = m->map_str[(size_t)col[VC_NSYM_NAME].v[i]];
+		r[3] = idx_or_none(col[VC_NSYM_SIZE].v[i]);
+	});
+	INTERN_ROWS(m, funcs, m->map_func, nfunc, r, {
+		r[0] = m->map_str[(size_t)col[VC_FUNC_NAME].v[i]];
+		r[1] = mapped(m->map_res, col[VC_FUNC_RES].v[i]);
+	});
+	INTERN_ROWS(m, frames, m->map_frame, nframe, r, {
+		r[0] = bits(col[VC_FRAME_ADDR].v[i]);
+		r[1] = idx_or_none(col[VC_FRAME_DEPTH].v[i]);
+		r[2] = idx_or_none(col[VC_FRAME_CAT].v[i]);
+		r[3] = m->map_func[(size_t)col[VC_FRAME_FUNC].v[i]];
+		r[4] = mapped(m->map_nsym, col[VC_FRAME_NSYM].v[i]);
+		r[5] = idx_or_none(col[VC_FRAME_LINE].v[i]);
+	});
+	/* Parents come first, so a parent's merged index is known. */
+	INTERN_ROWS(m, stacks, m->map_stack, nstack, r, {
+		size_t off = (size_t)col[VC_STACK_PREFIX].v[i];
+
+		r[0] = m->map_frame[(size_t)col[VC_STACK_FRAME].v[i]];
+		r[1] = off ? m->map_stack[i - off] : NONE64;
+	});
+	return 0;
+}
+
+static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct vthread *t,
+			 uint32_t host)
+{
+	uint64_t key[3] = { host, 0, 0 };
+	uint32_t pid = t->pid.len ? str_of(m, c, t->pid) : str_of(m, c, (struct vstr){ 0 });
+	uint32_t name = str_of(m, c, t->name), pname = str_of(m, c, t->process_name);
+	uint32_t i;
+	size_t n = m->tracks.n;
+
+	if (pid == UINT32_MAX || name == UINT32_MAX || pname == UINT32_MAX)
+		return UINT32_MAX;
+	if (m->mode != FX_VIEW_MERGE_ALL)
+		key[1] = pid;
+	if (m->mode == FX_VIEW_MERGE_THREADS)
+		key[2] = bits(t->tid);
+	i = rectab_add(&m->tracks, key);
+	if (i == UINT32_MAX || i < n)
+		return i;
+	if (fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
+		return UINT32_MAX;
+	switch (m->mode) {
+	case FX_VIEW_MERGE_THREADS:
+		m->tinfo[i] = (struct mtrack){
+			.name = name,
+			.process_name = pname,
+			.main = t->tid == strtod(vstr_at(c, t->pid), NULL),
+		};
+		break;
+	case FX_VIEW_MERGE_PROCESSES:
+		m->tinfo[i] = (struct mtrack){ .name = pname, .process_name = pname, .main = true };
+		break;
+	case FX_VIEW_MERGE_ALL:
+		m->tinfo[i] = (struct mtrack){ .name = host, .process_name = host, .main = true };
+		break;
+	}
+	return i;
+}
+
+static int push_marker(struct merge *m, const struct mmarker *mk)
+{
+	if (fx_grow(&m->markers, &m->markers_cap, m->nmarkers + 1, sizeof(*mk)) < 0)
+		return -ENOMEM;
+	m->markers[m->nmarkers++] = *mk;
+	return 0;
+}
+
+static bool in_range(const struct merge *m, double t)
+{
+	return (!m->from || t >= m->from) && (!m->to || t < m->to);
+}
+
+static int fold(struct merge *m);
+
+static int add_samples(struct merge *m, const struct vchunk *c, const struct vthread *t,
+		       uint32_t host)
+{
+	const double *stack = c->col[VC_SAMPLE_STACK].v, *time = c->col[VC_SAMPLE_TIME].v;
+	const double *weight = c->col[VC_SAMPLE_WEIGHT].v;
+	uint32_t track = track_of(m, c, t, host);
+
+	if (track == UINT32_MAX)
+		return -ENOMEM;
+	for (size_t i = t->samples_begin; i < t->samples_end; i++) {
+		double at = c->start_time + time[i];
+		uint64_t s = mapped(m->map_stack, stack[i]);
+
+		if (!in_range(m, at) || weight[i] == 0)
+			continue;
+		if (fx_grow(&m->samples, &m->samples_cap, m->nsamples + 1, sizeof(*m->samples)) < 0)
+			return -ENOMEM;
+		m->samples[m->nsamples++] = (struct msample){
+			.time = at,
+			.track = track,
+			.stack = s == NONE64 ? UINT32_MAX : (uint32_t)s,
+			.weight = (uint32_t)weight[i],
+		};
+		m->raw_samples += (uint32_t)weight[i];
+	}
+	if (m->nsamples > m->fold_threshold)
+		return fold(m);
+	return 0;
+}
+
+static int add_lost_markers(struct merge *m, const struct vchunk *c, const struct vthread *t,
+			    uint32_t host, uint32_t target)
+{
+	for (size_t i = t->markers_begin; i < t->markers_end; i++) {
+		struct vstr type = c->marker_types.v[i];
+		double at = c->start_time + c->col[VC_MARKER_START].v[i];
+		double count = c->col[VC_MARKER_COUNT].v[i];
+
+		if (type.len != strlen(FX_SCHEMA_LOST) ||
+		    memcmp(vstr_at(c, type), FX_SCHEMA_LOST, type.len) || !isfinite(at) ||
+		    !(count >= 0) || !in_range(m, at))
+			continue;
+		if (push_marker(m, &(struct mmarker){ .type = MM_LOST,
+						      .host = host,
+						      .target = target,
+						      .start = at,
+						      .end = at,
+						      .count = (int64_t)count }) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int merge_add(struct merge *m, const struct vchunk *c)
+{
+	uint64_t win[5];
+	size_t nwin = m->windows.n;
+	int rc = window_key(m, c, win);
+
+	if (rc < 0)
+		return rc;
+	if (rectab_add(&m->windows, win) == UINT32_MAX)
+		return -ENOMEM;
+	if (m->windows.n == nwin)
+		return 0; /* the same window again */
+	rc = map_tables(m, c);
+	for (size_t i = 0; rc == 0 && i < c->nthreads; i++) {
+		rc = add_samples(m, c, &c->threads[i], (uint32_t)win[0]);
+		if (rc == 0)
+			rc = add_lost_markers(m, c, &c->threads[i], (uint32_t)win[0],
+					      (uint32_t)win[1]);
+	}
+	if (rc == 0)
+		rc = push_marker(
+			m,
+			&(struct mmarker){
+				.type = MM_WINDOW,
+				.host = (uint32_t)win[0],
+				.target = (uint32_t)win[1],
+				.start = c->window_start,
+				.end = c->window_end,
+				.seq = isfinite(c->seq) ? (int64_t)c->seq : 0,
+				.count = isfinite(c->samples) ? (int64_t)c->samples : 0,
+				.lost = isfinite(c->lost) ? (int64_t)c->lost : 0,
+				.truncated = isfinite(c->truncated) ? (int64_t)c->truncated : 0 });
+	if (rc < 0)
+		return rc;
+	if (!m->interval || c->interval < m->interval)
+		m->interval = c->interval;
+	m->start = fmin(m->start, in_range(m, c->window_start) ? c->window_start : m->from);
+	m->end = fmax(m->end, in_range(m, c->window_end) ? c->window_end : m->to);
+	return 0;
+}
+
+/* ---- folding and order ---- */
+
+static double bucket_of(const struct merge *m, double t)
+{
+	return floor(t / m->bucket_ms) * m->bucket_ms;
+}
+
+static int cmp_fold(const void *a, const void *b)
+{
+	const struct msample *x = a, *y = b;
+
+	if (x->track != y->track)
+		return x->track < y->track ? -1 : 1;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return 0;
+}
+
+/* One pass: each sample's time to its bucket's start, then equal (track,
+ * time, stack) summed. */
+static void fold_once(struct merge *m)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < m->nsamples; i++)
+		m->samples[i].time = bucket_of(m, m->samples[i].time);
+	qsort(m->samples, m->nsamples, sizeof(*m->samples), cmp_fold);
+	for (size_t i = 0; i < m->nsamples; i++) {
+		struct msample *s = &m->samples[i];
+
+		if (out && !cmp_fold(&m->samples[out - 1], s) &&
+		    m->samples[out - 1].weight <= UINT32_MAX - s->weight)
+			m->samples[out - 1].weight += s->weight;
+		else
+			m->samples[out++] = *s;
+	}
+	m->nsamples = out;
+}
+
+/* Folds until the samples fit in half the threshold, doubling a bucket that
+ * the user did not choose (from 1 s). */
+static int fold(struct merge *m)
+{
+	if (!m->bucket_ms)
+		m->bucket_ms = 1000;
+	fold_once(m);
+	while (!m->bucket_fixed && m->nsamples > m->fold_threshold / 2 &&
+	       m->bucket_ms < 24 * 3600 * 1000.0) {
+		m->bucket_ms *= 2;
+		fold_once(m);
+	}
+	return 0;
+}
+
+/* Tracks in the order written: by host, then process, main thread first. */
+static int cmp_str(const struct merge *m, uint64_t a, uint64_t b)
+{
+	size_t la, lb;
+	const char *sa = strtab_at(&m->strs, (uint32_t)a, &la);
+	const char *sb = strtab_at(&m->strs, (uint32_t)b, &lb);
+	int r = memcmp(sa, sb, la < lb ? la : lb);
+
+	return r ? r : (la > lb) - (la < lb);
+}
+
+static int cmp_track(const void *a, const void *b, void *ctx)
+{
+	const struct merge *m = ctx;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	const uint64_t *kx = rectab_at(&m->tracks, x), *ky = rectab_at(&m->tracks, y);
+	int r = cmp_str(m, kx[0], ky[0]);
+	double px, py;
+
+	if (r)
+		return r;
+	px = strtod(strtab_at(&m->strs, (uint32_t)kx[1], &(size_t){ 0 }), NULL);
+	py = strtod(strtab_at(&m->strs, (uint32_t)ky[1], &(size_t){ 0 }), NULL);
+	if (px != py)
+		return px < py ? -1 : 1;
+	if (m->tinfo[x].main != m->tinfo[y].main)
+		return m->tinfo[x].main ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+static int cmp_sample(const void *a, const void *b, void *ctx)
+{
+	const struct merge *m = ctx;
+	const struct msample *x = a, *y = b;
+	const uint32_t *rank = m->order + m->tracks.n;
+
+	if (x->track != y->track)
+		return rank[x->track] < rank[y->track] ? -1 : 1;
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+static int cmp_window(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	double sx, sy;
+
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	if (x[1] != y[1])
+		return x[1] < y[1] ? -1 : 1;
+	memcpy(&sx, &x[3], sizeof(sx));
+	memcpy(&sy, &y[3], sizeof(sy));
+	return (sx > sy) - (sx < sy);
+}
+
+/* A gap marker between windows of one target on one host that leave more
+ * than half a window (and over a second) unrecorded between them. */
+static int add_gaps(struct merge *m)
+{
+	size_t n = m->windows.n;
+	uint64_t *w = malloc(n * 5 * sizeof(*w) + 1);
+
+	if (!w)
+		return -ENOMEM;
+	memcpy(w, m->windows.v, n * 5 * sizeof(*w));
+	qsort(w, n, 5 * sizeof(*w), cmp_window);
+	for (size_t i = 1; i < n; i++) {
+		const uint64_t *a = w + (i - 1) * 5, *b = w + i * 5;
+		double as, ae, bs;
+
+		memcpy(&as, &a[3], sizeof(as));
+		memcpy(&ae, &a[4], sizeof(ae));
+		memcpy(&bs, &b[3], sizeof(bs));
+		if (a[0] != b[0] || a[1] != b[1] || bs - ae <= fmax(1000, (ae - as) / 2))
+			continue;
+		if (push_marker(m, &(struct mmarker){
+					   .type = MM_GAP,
+					   .host = (uint32_t)a[0],
+					   .target = (uint32_t)a[1],
+					   .start = ae,
+					   .end = bs,
+					   .count = ae > as ? (int64_t)lround((bs - ae) / (ae - as))
+							    : 0,
+				   }) < 0) {
+			free(w);
+			return -ENOMEM;
+		}
+	}
+	free(w);
+	return 0;
+}
+
+/* A host with markers but no samples still gets a track to show them. */
+static int track_per_host(struct merge *m)
+{
+	for (size_t i = 0; i < m->nmarkers; i++) {
+		uint64_t key[3] = { m->markers[i].host, 0, 0 };
+		uint32_t empty = strtab_add(&m->strs, "", 0);
+		bool found = false;
+
+		for (size_t t = 0; t < m->tracks.n && !found; t++)
+			found = rectab_at(&m->tracks, t)[0] == key[0];
+		if (found)
+			continue;
+		if (empty == UINT32_MAX)
+			return -ENOMEM;
+		key[1] = empty;
+		if (rectab_add(&m->tracks, key) == UINT32_MAX ||
+		    fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
+			return -ENOMEM;
+		m->tinfo[m->tracks.n - 1] = (struct mtrack){ .name = m->markers[i].host,
+							     .process_name = m->markers[i].host,
+							     .main = true };
+	}
+	return 0;
+}
+
+int merge_finish(struct merge *m)
+{
+	size_t nt;
+	int rc = add_gaps(m);
+
+	if (rc == 0)
+		rc = track_per_host(m);
+	if (rc < 0)
+		return rc;
+	if (m->bucket_ms > 0)
+		fold(m);
+	m->marker_name[MM_WINDOW] =
+		strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
+	m->marker_name[MM_LOST] = strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));
+	m->marker_name[MM_GAP] = strtab_add(&m->strs, FX_SCHEMA_GAP, strlen(FX_SCHEMA_GAP));
+	for (int i = 0; i < 3; i++) {
+		if (m->marker_name[i] == UINT32_MAX)
+			return -ENOMEM;
+	}
+	nt = m->tracks.n;
+	/* order[0..nt): tracks in order; order[nt..2nt): each track's rank */
+	m->order = malloc(2 * nt * sizeof(*m->order) + 1);
+	if (!m->order)
+		return -ENOMEM;
+	for (size_t i = 0; i < nt; i++)
+		m->order[i] = (uint32_t)i;
+	qsort_r(m->order, nt, sizeof(*m->order), cmp_track, m);
+	m->nhosts = 0;
+	for (size_t i = 0; i < nt; i++) {
+		m->order[nt + m->order[i]] = (uint32_t)i;
+		if (!i || rectab_at(&m->tracks, m->order[i])[0] !=
+				  rectab_at(&m->tracks, m->order[i - 1])[0])
+			m->nhosts++;
+	}
+	qsort_r(m->samples, m->nsamples, sizeof(*m->samples), cmp_sample, m);
+	if (!isfinite(m->start)) {
+		m->start = 0;
+		m->end = 0;
+	}
+	return 0;
+}

@@ -1,0 +1,239 @@
+/* SPDX-License-Identifier: MIT */
+/* view's inside: a chunk as read (read.c), the merged profile (merge.c) and
+ * its writer (write.c). view.c drives them; see include/fxagent/view.h. */
+#ifndef FXAGENT_VIEW_INT_H
+#define FXAGENT_VIEW_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/hashtab.h"
+#include "fxagent/json.h"
+#include "fxagent/view.h"
+
+/* The processed format version chunks are written in, the one we read. */
+#define VIEW_FORMAT_VERSION 66
+
+/* ---- a chunk as read (read.c) ---- */
+
+/* A string of the chunk: bytes at text + off. */
+struct vstr {
+	uint32_t off, len;
+};
+
+/* A column of numbers as they were in the file; NaN stands for null. */
+struct vcol {
+	double *v;
+	size_t n, cap;
+};
+
+struct vstrs {
+	struct vstr *v;
+	size_t n, cap;
+};
+
+enum vlib_field {
+	VLIB_NAME,
+	VLIB_PATH,
+	VLIB_DEBUG_NAME,
+	VLIB_DEBUG_PATH,
+	VLIB_ARCH,
+	VLIB_BREAKPAD,
+	VLIB_CODE_ID,
+	VLIB_NFIELDS,
+};
+
+struct vlib {
+	struct vstr f[VLIB_NFIELDS];
+};
+
+struct vthread {
+	struct vstr name, process_name, pid;
+	double tid;
+	size_t samples_begin, samples_end; /* into the sample columns */
+	size_t markers_begin, markers_end; /* into the marker columns */
+};
+
+struct vlabel {
+	struct vstr key, value;
+};
+
+/* The columns read, in one list so that they are reset and freed together. */
+enum vcol_id {
+	VC_RES_NAME,
+	VC_RES_LIB,
+	VC_NSYM_LIB,
+	VC_NSYM_ADDR,
+	VC_NSYM_NAME,
+	VC_NSYM_SIZE,
+	VC_FUNC_NAME,
+	VC_FUNC_RES,
+	VC_FRAME_ADDR,
+	VC_FRAME_DEPTH,
+	VC_FRAME_CAT,
+	VC_FRAME_FUNC,
+	VC_FRAME_NSYM,
+	VC_FRAME_LINE,
+	VC_STACK_FRAME,
+	VC_STACK_PREFIX,
+	VC_SAMPLE_STACK,
+	VC_SAMPLE_TIME,
+	VC_SAMPLE_WEIGHT,
+	VC_MARKER_START,
+	VC_MARKER_COUNT, /* data.count of each marker; NaN where none */
+	VC_NCOLS,
+};
+
+struct vchunk {
+	/* Every string's bytes. */
+	char *text;
+	size_t tlen, tcap;
+	struct vstrs strings;	   /* shared.stringArray */
+	struct vstrs marker_types; /* data.type of each marker */
+
+	/* meta */
+	double version; /* preprocessedProfileVersion, NaN when absent */
+	double interval, start_time, end_ms;
+	bool fx; /* meta.fxagent was there */
+	struct vstr product, target, host;
+	double seq, window_start, window_end, samples, lost, truncated;
+	struct vlabel *labels;
+	size_t nlabels, labels_cap;
+
+	struct vlib *libs;
+	size_t nlibs, libs_cap;
+	struct vthread *threads;
+	size_t nthreads, threads_cap;
+	struct vcol col[VC_NCOLS];
+};
+
+void vchunk_reset(struct vchunk *c);
+void vchunk_free(struct vchunk *c);
+
+static inline const char *vstr_at(const struct vchunk *c, struct vstr s)
+{
+	return c->text + s.off;
+}
+
+/* Called once the chunk's meta has been read: returns true to read on,
+ * false to stop (the chunk is not wanted). */
+typedef bool (*view_meta_fn)(void *arg, const struct vchunk *c);
+
+/* Reads the chunk in @data (gzip or plain JSON) into @c, streaming: the
+ * text is inflated and parsed 64 KiB at a time. Returns 0; 1 when @meta_cb
+ * stopped it; or -EINVAL / -ENOMEM / -E2BIG with the reason written to
+ * @why (nothing is logged). A chunk read without error is also checked:
+ * columns of one table have one length, every index is in range. */
+int view_read_chunk(const void *data, size_t len, struct vchunk *c, view_meta_fn meta_cb, void *arg,
+		    char *why, size_t why_size);
+
+/* ---- the merged profile (merge.c) ---- */
+
+/* Fixed-size records interned: each distinct record gets an index. */
+struct rectab {
+	uint64_t *v; /* n records of width words */
+	size_t width, n, cap;
+	struct fx_hashtab h;
+};
+
+struct strtab {
+	char *text;
+	size_t tlen, tcap;
+	uint64_t *ref; /* offset << 32 | length, per string */
+	size_t n, cap;
+	struct fx_hashtab h;
+};
+
+struct msample {
+	double time; /* Unix epoch milliseconds */
+	uint32_t track;
+	uint32_t stack; /* UINT32_MAX: no stack */
+	uint32_t weight;
+};
+
+enum mmarker_type {
+	MM_WINDOW, /* one window of a target on a host */
+	MM_LOST,   /* samples lost at a time */
+	MM_GAP,	   /* windows missing from a target's run */
+};
+
+struct mtrack {
+	uint32_t name, process_name; /* string indexes: the first seen */
+	bool main;		     /* a process's main thread (or its only track) */
+};
+
+struct mmarker {
+	enum mmarker_type type;
+	uint32_t host, target; /* string indexes */
+	double start, end;     /* Unix epoch milliseconds */
+	int64_t seq, count, lost, truncated;
+};
+
+struct merge {
+	enum fx_view_merge mode;
+	double bucket_ms;      /* 0: no folding yet */
+	bool bucket_fixed;     /* --bucket: the user's, never widened */
+	size_t fold_threshold; /* fold when more samples than this */
+
+	struct strtab strs;
+	struct rectab libs;   /* VLIB_NFIELDS string indexes */
+	struct rectab res;    /* name, lib */
+	struct rectab nsyms;  /* lib, address, name, size (UINT64_MAX: none) */
+	struct rectab funcs;  /* name, resource */
+	struct rectab frames; /* address, depth, category, func, nsym, line */
+	struct rectab stacks; /* frame, prefix (UINT64_MAX: root) */
+	/* threads: host, pid, tid; processes: host, pid; all: host. Then the
+	 * first name, process name and whether it is a main thread. */
+	struct rectab tracks;
+	struct mtrack *tinfo; /* per track */
+	size_t tinfo_cap;
+	uint32_t *order; /* tracks in the order written, after merge_finish */
+	/* Windows merged: host, target, seq, start, end (doubles' bits). */
+	struct rectab windows;
+	uint32_t nhosts;	 /* hosts merged, after merge_finish */
+	uint32_t marker_name[3]; /* by enum mmarker_type, after merge_finish */
+
+	struct msample *samples;
+	size_t nsamples, samples_cap;
+	struct mmarker *markers;
+	size_t nmarkers, markers_cap;
+
+	double interval, start, end; /* end, start: Unix epoch ms */
+	double from, to;	     /* the time range kept; 0 for none */
+	uint64_t raw_samples;	     /* before folding */
+
+	/* Chunk-to-merged index maps, reused for each chunk. */
+	uint32_t *map_str, *map_lib, *map_res, *map_nsym, *map_func, *map_frame, *map_stack;
+	size_t map_cap[7];
+};
+
+int merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms, size_t fold_threshold);
+void merge_free(struct merge *m);
+/* Adds chunk @c (read and checked). Returns 0 or -ENOMEM. */
+int merge_add(struct merge *m, const struct vchunk *c);
+/* Whether a chunk of the same host, target, window and sequence number was
+ * merged already (a chunk listed twice). */
+bool merge_has_window(struct merge *m, const struct vchunk *c);
+/* After the last chunk: the gap markers, samples folded and in time order
+ * per track. Returns 0 or -ENOMEM. */
+int merge_finish(struct merge *m);
+/* Interns a string. Returns its index or UINT32_MAX when memory ran out. */
+uint32_t strtab_add(struct strtab *t, const char *s, size_t len);
+static inline const char *strtab_at(const struct strtab *t, uint32_t i, size_t *len)
+{
+	*len = (size_t)(t->ref[i] & 0xffffffffu);
+	return t->text + (t->ref[i] >> 32);
+}
+
+static inline const uint64_t *rectab_at(const struct rectab *t, size_t i)
+{
+	return t->v + i * t->width;
+}
+
+/* ---- writing (write.c) ---- */
+
+/* Writes the merged profile @m to @j. Returns 0 or the writer's -errno. */
+int view_write_json(const struct merge *m, struct fx_json *j);
+
+#endif
