@@ -8,14 +8,24 @@
  * interface, so that a further kind (s3://) is an addition.
  *
  * A listing holds the chunk files found (names ending in .json.gz or .json;
- * temporaries "*.tmp*" and anything under a directory named "rejected" are
- * left out), sorted by name. Reading returns a file's bytes as stored (gzip or
- * not: the caller decides), at most FX_SOURCE_MAX_BYTES.
+ * temporaries "*.tmp*", dot-files, and anything under a directory named
+ * "rejected" or starting with '.' are left out), sorted by name (strcmp of
+ * the full path or URL). A walk goes at most 16 directories down and visits
+ * at most 1,000,000 entries (more is an error, -EFBIG). One file named on
+ * its own is listed whatever its name.
+ *
+ * Reading returns a file's bytes as stored (gzip or not: the caller
+ * decides), at most FX_SOURCE_MAX_BYTES.
  *
  * Nothing read is trusted: a directory's files are opened non-blocking and
- * must be regular files (a FIFO is an error, not a hang); HTTP requests have
- * a connect and a total timeout, follow no redirect, and read no more than
- * the bound.
+ * must end at regular files (a FIFO with a chunk's name is listed, and
+ * reading it is an error, not a hang); symlinked directories are not
+ * entered, a symlinked file is followed. HTTP requests have a connect and a
+ * total timeout and a low-speed limit, follow no redirect (a 3xx is an error
+ * naming its Location), and read no more than the bound. A user:password@ in
+ * the URL is sent as basic auth and kept out of item names and messages; the
+ * environment variable FXAGENT_VIEW_TOKEN, when set, is sent as
+ * "Authorization: Bearer <token>" and never logged. TLS is verified.
  */
 #ifndef FXAGENT_SOURCE_H
 #define FXAGENT_SOURCE_H
@@ -33,13 +43,18 @@ struct fx_source_item {
 };
 
 /* Opens the source @spec. Returns 0 with *out set, or -errno with the reason
- * logged (-ENOENT: no such path; -EINVAL: a scheme not known, naming it). */
+ * logged (-ENOENT: no such path; -EINVAL: a scheme not known, naming it, a
+ * path that is neither a directory nor a regular file, or a bad URL). Only
+ * local paths are looked at here: a server is first asked by fx_source_list. */
 int fx_source_open(const char *spec, struct fx_source **out);
 
-/* Lists the chunk files of @s into *items (*n of them; free with
+/* Lists the chunk files of @s into *items (*n of them, maybe 0; free with
  * fx_source_items_free). Returns 0 or -errno, logged with the path or URL
- * that failed (an unreadable subdirectory or listing is logged and skipped,
- * the rest listed). */
+ * that failed (an unreadable subdirectory or listing below the top is logged
+ * as a warning and skipped, the rest listed; the top's own failure is the
+ * error: -EBADMSG for a listing that is no JSON array, -EIO for a redirect,
+ * -ENOENT/-EACCES for HTTP 404/403). Item sizes come from stat or the
+ * listing, -1 when unknown. */
 int fx_source_list(struct fx_source *s, struct fx_source_item **items, size_t *n);
 void fx_source_items_free(struct fx_source_item *items, size_t n);
 
@@ -50,12 +65,16 @@ void fx_source_items_free(struct fx_source_item *items, size_t n);
 typedef int (*fx_source_read_fn)(void *arg, size_t index, const struct fx_source_item *it,
 				 const void *data, size_t len, int err);
 
-/* Reads items[0..n) of @s and hands each to @cb. HTTP sources fetch a few at
- * once (up to 4 connections); files are read one by one. Returns 0, or what
- * @cb returned to stop. */
+/* Reads items[0..n) of @s and hands each to @cb, once each. HTTP sources
+ * fetch a few at once (up to 4 transfers, so up to 4 bodies in memory) and
+ * call @cb as each ends; files are read one by one, in order. An item that
+ * cannot be read (missing, a FIFO, over the bound, an HTTP error) is @cb's
+ * @err, logged, and the reading goes on. Returns 0, what @cb returned to
+ * stop, or -errno (logged) when libcurl itself fails. */
 int fx_source_read_each(struct fx_source *s, const struct fx_source_item *items, size_t n,
 			fx_source_read_fn cb, void *arg);
 
+/* Takes NULL. */
 void fx_source_free(struct fx_source *s);
 
 #endif

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* source_int.h: what the files of the source module share, and nobody else
+ * sees (include/fxagent/source.h is the module's contract).
+ *   source.c       fx_source_*: the kind picked from the spec, the listing
+ *                  sorted; the path kind (a directory or one file)
+ *   source_http.c  the http:// and https:// kind (nginx's JSON autoindex)
+ * Each kind is one struct src_ops; its own state embeds struct fx_source
+ * first. Functions shared between these files are src_<verb>.
+ */
+#ifndef FXAGENT_SOURCE_INT_H
+#define FXAGENT_SOURCE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fxagent/source.h"
+
+/* Entries (files and directories) one listing may visit: a tree or a server
+ * gone wrong cannot grow the listing without end. */
+#define SRC_MAX_ENTRIES 1000000u
+/* Directories below the source's top; deeper ones are skipped. */
+#define SRC_MAX_DEPTH 16u
+
+/* A listing being built. */
+struct src_list {
+	struct fx_source_item *items;
+	size_t n, cap;
+	size_t seen;	 /* entries visited, against SRC_MAX_ENTRIES */
+	const char *top; /* the source, for messages */
+};
+
+struct src_ops {
+	/* Returns 0 with *out set, or -errno (logged). */
+	int (*open)(const char *spec, struct fx_source **out);
+	/* Adds the chunk files to @l, in any order. Returns 0 or -errno (logged). */
+	int (*list)(struct fx_source *s, struct src_list *l);
+	int (*read_each)(struct fx_source *s, const struct fx_source_item *items, size_t n,
+			 fx_source_read_fn cb, void *arg);
+	void (*free)(struct fx_source *s);
+};
+
+struct fx_source {
+	const struct src_ops *ops;
+	const char *name; /* for messages: the path, or the URL without user:password@ */
+};
+
+extern const struct src_ops src_http_ops;
+
+/* A name the listing takes: ends in .json.gz or .json, is no temporary
+ * (".tmp" anywhere) and no dot-file. */
+bool src_is_chunk_name(const char *name);
+/* A directory the walk does not enter: "rejected" and dot-directories. */
+bool src_is_skipped_dir(const char *name);
+/* Counts one entry visited. Returns 0, or -EFBIG (logged) past SRC_MAX_ENTRIES. */
+int src_list_visit(struct src_list *l);
+/* Adds @name (taken, freed on failure too). Returns 0 or -ENOMEM (logged). */
+int src_list_add(struct src_list *l, char *name, int64_t size);
+
+#endif
