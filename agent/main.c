@@ -19,6 +19,7 @@
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 #include "fxagent/pipeline.h"
+#include "fxagent/serve.h"
 #include "fxagent/service.h"
 #include "fxagent/unwind.h"
 #include "fxagent/util.h"
@@ -295,6 +296,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 				o->config = optarg;
 			continue;
 		}
+		/* --serve ADDR as well as --serve=ADDR */
+		if (c == OPT_SERVE && !optarg && optind < argc && fx_serve_is_listen(argv[optind]))
+			optarg = argv[optind++];
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);

@@ -79,6 +79,32 @@ bad:
 	return -EINVAL;
 }
 
+bool fx_serve_is_listen(const char *word)
+{
+	const char *p = word;
+	size_t n;
+
+	if (!word || !*word || access(word, F_OK) == 0)
+		return false;
+	if (*p == '[') {
+		n = strspn(p + 1, "0123456789abcdefABCDEF:.");
+		if (p[1 + n] != ']')
+			return false;
+		p += n + 2;
+	} else if (!strncmp(p, "localhost", 9)) {
+		p += 9;
+	} else {
+		n = strspn(p, "0123456789.");
+		/* a dotted IPv4 address, not a bare number */
+		if (n && !memchr(p, '.', n))
+			return false;
+		p += n;
+	}
+	if (*p == ':')
+		p += 1 + strspn(p + 1, "0123456789");
+	return !*p && p != word;
+}
+
 static int parse_listen(const char *text, struct listen_addr *a)
 {
 	char buf[128];

@@ -264,11 +264,14 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		} else if (c == OPT_SERVE) {
 			o->serve = true;
 			o->listen = optarg;
+			/* --serve ADDR as well as --serve=ADDR */
+			if (!optarg && optind < argc && fx_serve_is_listen(argv[optind]))
+				o->listen = argv[optind++];
 		} else if (c == OPT_OPEN) {
 			o->open = true;
 		} else if (c == OPT_JSON) {
 			o->json = true;
-		} else if (c == '?' || view_option(c, optarg, o) < 0) {
+		} else if (c == '?' || view_option(c, optarg ? optarg : "", o) < 0) {
 			return -EINVAL;
 		}
 	}

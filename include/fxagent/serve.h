@@ -32,6 +32,11 @@ struct fx_serve_options {
 	const char *name;
 };
 
+/* Whether @word reads as a listen address (":3000", "127.0.0.1:3000",
+ * "[::1]", "localhost:0") and names no file: lets "--serve ADDR" take its
+ * value as a separate word, as "--serve=ADDR" does. */
+bool fx_serve_is_listen(const char *word);
+
 /* Starts serving @data (@len bytes; Content-Type application/gzip when they
  * start with gzip's magic, else application/json; never a Content-Encoding).
  * On success *out is the server and 0 is returned; else -errno with the
