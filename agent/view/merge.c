@@ -18,6 +18,8 @@
 #include "fxagent/profile.h"
 
 #define NONE64 UINT64_MAX
+/* The widest record (a library's fields); every record buffer has this many. */
+#define REC_MAX 8
 
 /* ---- interned strings ---- */
 
@@ -103,7 +105,8 @@ static uint32_t rectab_add(struct rectab *t, const uint64_t *r)
 	uint32_t i;
 	size_t pos;
 
-	if (t->n >= UINT32_MAX - 1 || fx_hashtab_reserve(&t->h, t->n + 1, rec_hash_at, t) < 0)
+	if (t->width > REC_MAX || t->n >= UINT32_MAX - 1 ||
+	    fx_hashtab_reserve(&t->h, t->n + 1, rec_hash_at, t) < 0)
 		return UINT32_MAX;
 	pos = fx_hashtab_probe(&t->h, rec_hash(r, t->width), rec_eq, t, r);
 	i = fx_hashtab_at(&t->h, pos);
@@ -188,7 +191,7 @@ static uint64_t bits(double d)
 	return u;
 }
 
-static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[5])
+static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[REC_MAX])
 {
 	uint32_t host = str_of(m, c, c->host), target = str_of(m, c, c->target);
 
@@ -204,7 +207,7 @@ static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[5])
 
 bool merge_has_window(struct merge *m, const struct vchunk *c)
 {
-	uint64_t key[5];
+	uint64_t key[REC_MAX] = { 0 };
 
 	return window_key(m, c, key) == 0 && rectab_find(&m->windows, key) != UINT32_MAX;
 }
@@ -242,7 +245,7 @@ static uint64_t mapped(const uint32_t *map, double v)
 static int map_tables(struct merge *m, const struct vchunk *c)
 {
 	const struct vcol *col = c->col;
-	uint64_t r[VLIB_NFIELDS];
+	uint64_t r[REC_MAX] = { 0 };
 	size_t nres = col[VC_RES_NAME].n, nsym = col[VC_NSYM_LIB].n, nfunc = col[VC_FUNC_NAME].n;
 	size_t nframe = col[VC_FRAME_ADDR].n, nstack = col[VC_STACK_FRAME].n;
 
@@ -303,7 +306,7 @@ static int map_tables(struct merge *m, const struct vchunk *c)
 static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct vthread *t,
 			 uint32_t host)
 {
-	uint64_t key[3] = { host, 0, 0 };
+	uint64_t key[REC_MAX] = { host };
 	uint32_t pid = t->pid.len ? str_of(m, c, t->pid) : str_of(m, c, (struct vstr){ 0 });
 	uint32_t name = str_of(m, c, t->name), pname = str_of(m, c, t->process_name);
 	uint32_t i;
@@ -408,7 +411,7 @@ static int add_lost_markers(struct merge *m, const struct vchunk *c, const struc
 
 int merge_add(struct merge *m, const struct vchunk *c)
 {
-	uint64_t win[5];
+	uint64_t win[REC_MAX] = { 0 };
 	size_t nwin = m->windows.n;
 	int rc = window_key(m, c, win);
 
@@ -420,7 +423,10 @@ int merge_add(struct merge *m, const struct vchunk *c)
 		return 0; /* the same window again */
 	rc = map_tables(m, c);
 	for (size_t i = 0; rc == 0 && i < c->nthreads; i++) {
-		rc = add_samples(m, c, &c->threads[i], (uint32_t)win[0]);
+		/* A thread without samples (the agent's, carrying the chunk's
+		 * markers) gets no track: the markers come from the meta. */
+		if (c->threads[i].samples_end > c->threads[i].samples_begin)
+			rc = add_samples(m, c, &c->threads[i], (uint32_t)win[0]);
 		if (rc == 0)
 			rc = add_lost_markers(m, c, &c->threads[i], (uint32_t)win[0],
 					      (uint32_t)win[1]);
@@ -573,12 +579,15 @@ static int add_gaps(struct merge *m)
 	qsort(w, n, 5 * sizeof(*w), cmp_window);
 	for (size_t i = 1; i < n; i++) {
 		const uint64_t *a = w + (i - 1) * 5, *b = w + i * 5;
-		double as, ae, bs;
+		double as, ae, bs, be, len;
 
 		memcpy(&as, &a[3], sizeof(as));
 		memcpy(&ae, &a[4], sizeof(ae));
 		memcpy(&bs, &b[3], sizeof(bs));
-		if (a[0] != b[0] || a[1] != b[1] || bs - ae <= fmax(1000, (ae - as) / 2))
+		memcpy(&be, &b[4], sizeof(be));
+		/* The longer of the two: a run's first and last windows are cut. */
+		len = fmax(ae - as, be - bs);
+		if (a[0] != b[0] || a[1] != b[1] || bs - ae <= fmax(1000, len / 2))
 			continue;
 		if (push_marker(m, &(struct mmarker){
 					   .type = MM_GAP,
@@ -586,7 +595,8 @@ static int add_gaps(struct merge *m)
 					   .target = (uint32_t)a[1],
 					   .start = ae,
 					   .end = bs,
-					   .count = ae > as ? (int64_t)lround((bs - ae) / (ae - as))
+					   .count = len > 0 ? (int64_t)lround(
+								      fmax(1.0, (bs - ae) / len))
 							    : 0,
 				   }) < 0) {
 			free(w);
@@ -601,7 +611,7 @@ static int add_gaps(struct merge *m)
 static int track_per_host(struct merge *m)
 {
 	for (size_t i = 0; i < m->nmarkers; i++) {
-		uint64_t key[3] = { m->markers[i].host, 0, 0 };
+		uint64_t key[REC_MAX] = { m->markers[i].host };
 		uint32_t empty = strtab_add(&m->strs, "", 0);
 		bool found = false;
 

@@ -73,7 +73,8 @@ struct parse {
 };
 
 /* Records the first error; returns 0, which stops yajl from a callback. */
-static int fail(struct parse *p, int err, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct parse *p, int err, const char *fmt,
+						      ...)
 {
 	va_list ap;
 
@@ -154,32 +155,32 @@ void vchunk_free(struct vchunk *c)
 /* ---- where a key leads ---- */
 
 struct colkey {
-	enum table table;
 	const char *key;
+	enum table table;
 	enum vcol_id col;
 };
 
 static const struct colkey colkeys[] = {
-	{ T_RES, "name", VC_RES_NAME },
-	{ T_RES, "lib", VC_RES_LIB },
-	{ T_NSYM, "libIndex", VC_NSYM_LIB },
-	{ T_NSYM, "address", VC_NSYM_ADDR },
-	{ T_NSYM, "name", VC_NSYM_NAME },
-	{ T_NSYM, "functionSize", VC_NSYM_SIZE },
-	{ T_FUNC, "name", VC_FUNC_NAME },
-	{ T_FUNC, "resource", VC_FUNC_RES },
-	{ T_FRAME, "address", VC_FRAME_ADDR },
-	{ T_FRAME, "inlineDepth", VC_FRAME_DEPTH },
-	{ T_FRAME, "category", VC_FRAME_CAT },
-	{ T_FRAME, "func", VC_FRAME_FUNC },
-	{ T_FRAME, "nativeSymbol", VC_FRAME_NSYM },
-	{ T_FRAME, "line", VC_FRAME_LINE },
-	{ T_STACK, "frame", VC_STACK_FRAME },
-	{ T_STACK, "prefixOffset", VC_STACK_PREFIX },
-	{ T_SAMPLES, "stack", VC_SAMPLE_STACK },
-	{ T_SAMPLES, "time", VC_SAMPLE_TIME },
-	{ T_SAMPLES, "weight", VC_SAMPLE_WEIGHT },
-	{ T_MARKERS, "startTime", VC_MARKER_START },
+	{ "name", T_RES, VC_RES_NAME },
+	{ "lib", T_RES, VC_RES_LIB },
+	{ "libIndex", T_NSYM, VC_NSYM_LIB },
+	{ "address", T_NSYM, VC_NSYM_ADDR },
+	{ "name", T_NSYM, VC_NSYM_NAME },
+	{ "functionSize", T_NSYM, VC_NSYM_SIZE },
+	{ "name", T_FUNC, VC_FUNC_NAME },
+	{ "resource", T_FUNC, VC_FUNC_RES },
+	{ "address", T_FRAME, VC_FRAME_ADDR },
+	{ "inlineDepth", T_FRAME, VC_FRAME_DEPTH },
+	{ "category", T_FRAME, VC_FRAME_CAT },
+	{ "func", T_FRAME, VC_FRAME_FUNC },
+	{ "nativeSymbol", T_FRAME, VC_FRAME_NSYM },
+	{ "line", T_FRAME, VC_FRAME_LINE },
+	{ "frame", T_STACK, VC_STACK_FRAME },
+	{ "prefixOffset", T_STACK, VC_STACK_PREFIX },
+	{ "stack", T_SAMPLES, VC_SAMPLE_STACK },
+	{ "time", T_SAMPLES, VC_SAMPLE_TIME },
+	{ "weight", T_SAMPLES, VC_SAMPLE_WEIGHT },
+	{ "startTime", T_MARKERS, VC_MARKER_START },
 };
 
 static int column_of(enum table t, const char *key)
