@@ -202,7 +202,8 @@ def check_body(t, data, url, dest_dir, written=None, kept=None, daemon=True):
 class Nginx:
     """nginx as the test's own process: PUT stores under root/put/ (dav), POST
     keeps each request body in a file (client_body_in_file_only) named in the
-    access log."""
+    access log, and root/fleet/ is listed as JSON (autoindex_format json), as
+    a collector's tree that fxagent view reads."""
 
     def __init__(self, t, tag):
         t.require(os.access(NGINX, os.X_OK), f"{NGINX} is not installed (apt-get install "
@@ -243,6 +244,7 @@ http {{
       proxy_pass http://127.0.0.1:{self.port}/ok/;
     }}
     location /ok/ {{ return 200; }}
+    location /fleet/ {{ root {self.root}; autoindex on; autoindex_format json; }}
   }}
 }}
 """)

@@ -1,0 +1,332 @@
+# SPDX-License-Identifier: MIT
+"""`fxagent view`: any slice of the fleet's chunks as one profile.
+
+The agent's own chunks, two targets (fx-hot-ab as "ab", fx-threads as "thr",
+2 s windows, a few of each), then:
+
+- `--target ab` from the output directory: every sample of every ab chunk is
+  in the merge, per thread and per leaf function, one track per thread, none
+  of thr's; checked in the file, with jq on the raw JSON and with the
+  profiler's own loader (profiler-cli); `--merge processes` and `--merge all`
+  keep the same samples on one track per process and one per host;
+- two fake hosts (the same chunks with meta.fxagent.host and a label
+  rewritten) served by a real nginx with `autoindex_format json`: the merge
+  from the HTTP listing equals the merge from the directory; `--host` and
+  `--label` choose one host's chunks; with two hosts, one process is two
+  tracks;
+- a missing window shows as a gap marker, a chunk's lost samples as a lost
+  marker with its count at its time; `--from/--to` keep just the samples in
+  the range; `--bucket 1s` folds samples into weighted ones with the same
+  share for every function;
+- bad chunks among the good (truncated gzip, garbage, a newer format
+  version, not ours, bad JSON, a chunk listed twice): counted and named in
+  one summary line, the rest merged.
+"""
+
+import collections
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+
+import fxtest
+from fxdaemon import Daemon
+from fxupload import Nginx
+
+CONFIG = ("labels:\n  env: view\n  dc: a\n"
+          "targets:\n  - name: ab\n    process: fx-hot-ab\n"
+          "  - name: thr\n    process: fx-threads\n"
+          "window:\n  seconds: 2\n")
+
+
+def load(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)
+
+
+def save(path, data):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with gzip.open(path, "wt") as f:
+        json.dump(data, f)
+
+
+def leaf_weights(d):
+    """{(pid, tid): Counter(leaf function name: weight)} of a profile."""
+    sh = d["shared"]
+    names = sh["stringArray"]
+    out = collections.defaultdict(collections.Counter)
+    for th in d["threads"]:
+        s = th["samples"]
+        weights = s["weight"] or [1] * s["length"]
+        key = (th["pid"].split("@")[0], th["tid"])
+        for st, w in zip(s["stack"], weights):
+            if st is None:
+                out[key]["(no stack)"] += w
+                continue
+            func = sh["frameTable"]["func"][sh["stackTable"]["frame"][st]]
+            out[key][names[sh["funcTable"]["name"][func]]] += w
+    return out
+
+
+def total(weights):
+    return sum(sum(c.values()) for c in weights.values())
+
+
+def sum_weights(paths):
+    out = collections.defaultdict(collections.Counter)
+    for p in paths:
+        for k, c in leaf_weights(load(p)).items():
+            out[k].update(c)
+    return out
+
+
+def markers(d):
+    """[(name, data, start, end)] of every track."""
+    names = d["shared"]["stringArray"]
+    out = []
+    for th in d["threads"]:
+        m = th["markers"]
+        for i in range(m["length"]):
+            out.append((names[m["name"][i]], m["data"][i], m["startTime"][i], m["endTime"][i]))
+    return out
+
+
+def view(t, *args, ok=True):
+    r = subprocess.run([t.agent, "view", *args], capture_output=True, text=True,
+                       timeout=fxtest.scaled(120))
+    t.note(f"+ fxagent view {' '.join(args)}: exit {r.returncode}; {r.stderr.strip()[-600:]}")
+    if ok:
+        t.require(r.returncode == 0, f"view {args} exited {r.returncode}: {r.stderr[-1500:]}")
+    return r
+
+
+def record(t):
+    """The agent's chunks of both targets: {target: [paths in seq order]}."""
+    t.workload("fx-hot-ab", 60)
+    t.workload("fx-threads", 60)
+    d = Daemon(t, "agent", CONFIG)
+    d.wait_started()
+    fxtest.wait_for(lambda: all(len(d.chunks(running=True).get(n, [])) >= 4
+                                for n in ("ab", "thr")), 30)
+    rc = d.stop(signal.SIGTERM)
+    t.check(rc == 0, f"fxagent exited {rc} after SIGTERM")
+    chunks = {n: [p for _, p in d.chunks().get(n, [])] for n in ("ab", "thr")}
+    for n, paths in chunks.items():
+        t.require(len(paths) >= 4, f"{len(paths)} chunks of {n}")
+    return d.out, chunks
+
+
+def check_target(t, out, chunks):
+    merged = os.path.join(t.work, "ab.json.gz")
+    r = view(t, out, "--target", "ab", "-o", merged, "--json")
+    summary = json.loads(r.stdout)
+    t.check(summary["chunks_merged"] == len(chunks["ab"]),
+            f"merged {summary['chunks_merged']} chunks, ab has {len(chunks['ab'])}")
+    t.check(summary["chunks_not_selected"] == len(chunks["thr"]),
+            f"{summary['chunks_not_selected']} not selected, thr has {len(chunks['thr'])}")
+    want = sum_weights(chunks["ab"])
+    d = load(merged)
+    got = leaf_weights(d)
+    t.check(got == want, f"ab merged: {total(got)} samples on {len(got)} threads; "
+            f"the chunks: {total(want)} on {len(want)}")
+    keys = [(th["pid"], th["tid"]) for th in d["threads"]]
+    t.check(len(keys) == len(set(keys)), f"a thread on two tracks: {sorted(keys)}")
+    thr_pids = {th["pid"] for p in chunks["thr"] for th in load(p)["threads"]
+                if th["samples"]["length"]}
+    t.check(not thr_pids & {th["pid"] for th in d["threads"]},
+            f"thr's processes in the ab merge: {thr_pids & {th['pid'] for th in d['threads']}}")
+    # jq on the raw file agrees on the count.
+    jq = subprocess.run(f"zcat {merged} | jq '[.threads[].samples.length] | add'", shell=True,
+                        capture_output=True, text=True, timeout=60)
+    t.check(jq.returncode == 0 and int(jq.stdout) == total(want),
+            f"jq counts {jq.stdout.strip()!r} samples, want {total(want)} ({jq.stderr.strip()})")
+    windows = [m for m in markers(d) if m[0] == "FxRecording"]
+    t.check(len(windows) == len(chunks["ab"]), f"{len(windows)} window markers")
+    cli = t.cli(merged, "ab")
+    listed = cli.threads()
+    t.check(len(listed) == len(d["threads"]),
+            f"profiler-cli lists {len(listed)} threads of {len(d['threads'])}")
+    top = cli.functions(cli.handles(name="fx-hot-ab"))
+    t.check(any("hot_a" in name for name in top),
+            f"profiler-cli: no hot_a among fx-hot-ab's functions: {sorted(top)[:8]}")
+    cli.stop()
+
+    for how, want_tracks in (("processes", {th["pid"] for th in d["threads"]}), ("all", {"*"})):
+        path = os.path.join(t.work, f"ab-{how}.json.gz")
+        view(t, out, "--target", "ab", "--merge", how, "-o", path)
+        m = load(path)
+        n = total(leaf_weights(m))
+        t.check(n == total(want), f"--merge {how}: {n} samples, want {total(want)}")
+        tracks = len(m["threads"])
+        t.check(tracks == len(want_tracks),
+                f"--merge {how}: {tracks} tracks, want {len(want_tracks)}")
+    return want
+
+
+def make_fleet(t, chunks):
+    """Two fake hosts (web-1 dc a, web-2 dc b), each with every chunk."""
+    fleet = os.path.join(t.work, "nginx", "root", "fleet")
+    for host, dc in (("web-1", "a"), ("web-2", "b")):
+        for p in chunks["ab"] + chunks["thr"]:
+            d = load(p)
+            d["meta"]["fxagent"]["host"] = host
+            d["meta"]["fxagent"]["labels"]["dc"] = dc
+            save(os.path.join(fleet, host, os.path.basename(p)), d)
+    return fleet
+
+
+def check_fleet(t, chunks, want_ab):
+    nginx = Nginx(t, "nginx")
+    try:
+        fleet = make_fleet(t, chunks)
+        from_dir = os.path.join(t.work, "fleet-dir.json.gz")
+        from_http = os.path.join(t.work, "fleet-http.json.gz")
+        view(t, fleet, "--target", "ab", "-o", from_dir)
+        view(t, nginx.url("/fleet/"), "--target", "ab", "-o", from_http)
+        a, b = load(from_dir), load(from_http)
+        t.check(a == b, "the merge from nginx's listing differs from the one from the directory")
+        n = total(leaf_weights(a))
+        t.check(n == 2 * total(want_ab), f"two hosts: {n} samples, want {2 * total(want_ab)}")
+        pids = [th["pid"] for th in a["threads"]]
+        t.check(all(p.endswith(("@web-1", "@web-2")) for p in pids),
+                f"two hosts, yet pids without their host: {pids}")
+        for args in (("--host", "web-2"), ("--label", "dc=b")):
+            path = os.path.join(t.work, "one-host.json.gz")
+            view(t, nginx.url("/fleet/"), "--target", "ab", *args, "-o", path)
+            d = load(path)
+            got = leaf_weights(d)
+            t.check(got == want_ab, f"{args}: {total(got)} samples, want {total(want_ab)}")
+            t.check(all("web-2" in th["processName"] or "@" not in th["pid"]
+                        for th in d["threads"]), f"{args}: a track of another host")
+    finally:
+        nginx.stop()
+
+
+def check_markers_and_time(t, out, chunks):
+    ab = chunks["ab"]
+    holes = os.path.join(t.work, "holes")
+    os.makedirs(holes)
+    # the second window missing; a lost-samples marker added to the third
+    kept = [p for i, p in enumerate(ab) if i != 1]
+    for i, p in enumerate(kept):
+        d = load(p)
+        if i == 1:
+            th = d["threads"][0]
+            m = th["markers"]
+            names = d["shared"]["stringArray"]
+            names.append("FxLostSamples")
+            m["name"].append(len(names) - 1)
+            m["startTime"].append(500.0)
+            m["endTime"].append(None)
+            m["phase"].append(0)
+            m["category"].append(0)
+            m["data"].append({"type": "FxLostSamples", "count": 7})
+            m["length"] += 1
+            lost_at = d["meta"]["startTime"] + 500.0
+        save(os.path.join(holes, os.path.basename(p)), d)
+    path = os.path.join(t.work, "holes.json.gz")
+    view(t, holes, "-o", path)
+    d = load(path)
+    ms = markers(d)
+    gaps = [m for m in ms if m[0] == "FxGap"]
+    w0, w2 = load(ab[0])["meta"]["fxagent"], load(ab[2])["meta"]["fxagent"]
+    start = d["meta"]["startTime"]
+    t.check(len(gaps) == 1, f"{len(gaps)} gap markers for one missing window: {gaps}")
+    if gaps:
+        g = gaps[0]
+        t.check(abs(start + g[2] - w0["windowEnd"]) < 1 and abs(start + g[3] - w2["windowStart"]) < 1
+                and g[1].get("missing") == 1 and g[1].get("target") == "ab",
+                f"gap {g} is not the second window {w0['windowEnd']}..{w2['windowStart']}")
+    lost = [m for m in ms if m[0] == "FxLostSamples"]
+    t.check(len(lost) == 1 and lost[0][1].get("count") == 7 and
+            abs(start + lost[0][2] - lost_at) < 0.01, f"lost markers {lost}, want one of 7 at {lost_at}")
+
+    # --from/--to: the samples of the range, no more
+    metas = [load(p) for p in ab]
+    lo = metas[1]["meta"]["fxagent"]["windowStart"] + 500
+    hi = metas[2]["meta"]["fxagent"]["windowEnd"] - 500
+    want = 0
+    for m in metas:
+        for th in m["threads"]:
+            want += sum(1 for x in th["samples"]["time"] if lo <= m["meta"]["startTime"] + x < hi)
+    path = os.path.join(t.work, "range.json.gz")
+    view(t, out, "--target", "ab", "--from", f"{lo / 1000:.3f}", "--to", f"{hi / 1000:.3f}",
+         "-o", path)
+    d = load(path)
+    n = total(leaf_weights(d))
+    t.check(n == want, f"--from/--to: {n} samples, want {want}")
+    times = [d["meta"]["startTime"] + x for th in d["threads"] for x in th["samples"]["time"]]
+    t.check(all(lo <= x < hi for x in times), "--from/--to: a sample outside the range")
+
+    # --bucket: weighted samples, the same weight per function
+    plain, folded = os.path.join(t.work, "plain.json.gz"), os.path.join(t.work, "fold.json.gz")
+    view(t, out, "--target", "ab", "-o", plain)
+    view(t, out, "--target", "ab", "--bucket", "1s", "-o", folded)
+    a, b = load(plain), load(folded)
+    t.check(leaf_weights(a) == leaf_weights(b), "--bucket 1s changed a function's weight")
+    na = sum(th["samples"]["length"] for th in a["threads"])
+    nb = sum(th["samples"]["length"] for th in b["threads"])
+    t.check(nb < na and all(th["samples"]["weight"] for th in b["threads"]
+                            if th["samples"]["length"]),
+            f"--bucket 1s: {nb} samples written of {na}, weights {[th['samples']['weight'] is not None for th in b['threads']]}")
+    t.note(f"--bucket 1s: {na} samples written as {nb}")
+
+
+def check_bad(t, chunks):
+    bad = os.path.join(t.work, "bad")
+    os.makedirs(bad)
+    good = chunks["ab"][:3]
+    for p in good:
+        shutil.copy(p, bad)
+    shutil.copy(good[0], os.path.join(bad, "again.json.gz"))
+
+    def other_window(path, seq):
+        """The chunk at path as another window's: a copy is merged once."""
+        d = load(path)
+        d["meta"]["fxagent"]["seq"] = seq
+        return d
+
+    raw = gzip.compress(json.dumps(other_window(good[1], 1001)).encode())
+    with open(os.path.join(bad, "cut.json.gz"), "wb") as f:
+        f.write(raw[:len(raw) // 2])
+    with open(os.path.join(bad, "garbage.json.gz"), "wb") as f:
+        f.write(os.urandom(3000))
+    newer = load(good[0])
+    newer["meta"]["preprocessedProfileVersion"] = 99
+    newer["meta"]["fxagent"]["seq"] = 999
+    save(os.path.join(bad, "newer.json.gz"), newer)
+    save(os.path.join(bad, "other.json.gz"), {"meta": {"preprocessedProfileVersion": 66},
+                                              "threads": []})
+    with gzip.open(os.path.join(bad, "broken.json.gz"), "wt") as f:
+        f.write(json.dumps(other_window(good[2], 1002))[:5000])
+    path = os.path.join(t.work, "bad.json.gz")
+    r = view(t, bad, "-o", path, "--json")
+    s = json.loads(r.stdout)
+    t.check(s["chunks_merged"] == 3 and s["chunks_bad"] == 5 and s["chunks_duplicate"] == 1,
+            f"bad chunks: {s}")
+    line = [ln for ln in r.stderr.splitlines() if "merged 3 of 9 chunks" in ln]
+    t.check(line and all(n in line[0] for n in ("cut.json.gz (truncated gzip",
+                                                "garbage.json.gz (", "newer.json.gz (format version 99",
+                                                "other.json.gz (not an fxagent chunk",
+                                                "broken.json.gz (bad JSON", "1 duplicates")),
+            f"the summary line does not name them all: {r.stderr}")
+    got = leaf_weights(load(path))
+    t.check(got == sum_weights(good), f"with bad chunks around: {total(got)} samples, "
+            f"want {total(sum_weights(good))}")
+    r = view(t, os.path.join(bad, "garbage.json.gz"), "-o", path, ok=False)
+    t.check(r.returncode == 1 and "no chunk to merge" in r.stderr,
+            f"only a bad chunk: exit {r.returncode}, {r.stderr.strip()}")
+
+
+def body(t):
+    out, chunks = record(t)
+    want_ab = check_target(t, out, chunks)
+    check_fleet(t, chunks, want_ab)
+    check_markers_and_time(t, out, chunks)
+    check_bad(t, chunks)
+
+
+if __name__ == "__main__":
+    fxtest.main(body)
