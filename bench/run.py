@@ -36,9 +36,10 @@ import overhead  # noqa: E402
 import scale  # noqa: E402
 import symbolize  # noqa: E402
 import upload  # noqa: E402
+import view  # noqa: E402
 
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
-            "daemon": daemon, "upload": upload}
+            "daemon": daemon, "upload": upload, "view": view}
 
 INTRO = """## Performance
 
