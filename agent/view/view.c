@@ -485,6 +485,9 @@ static void json_summary(const struct view_run *r, uint64_t out_bytes)
 	fx_json_key_int(j, "bytes_read", (int64_t)r->bytes);
 	fx_json_key_int(j, "bytes_written", (int64_t)out_bytes);
 	fx_json_key_string(j, "output", r->o->output);
+	fx_json_key_int(j, "peak_rss_kib", (int64_t)fx_peak_rss_kib());
+	fx_json_key_double(j, "seconds",
+			   (double)(fx_now_ns(CLOCK_MONOTONIC) - r->start_ns) / 1e9);
 	fx_json_object_end(j);
 	fx_json_finish(j);
 	fx_json_free(j);
