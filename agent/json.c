@@ -351,13 +351,33 @@ static void put_number(struct fx_json *j, const char *text, int len)
 	put(j, text, (size_t)len);
 }
 
+/* Decimal digits of @v, with a '-' for @neg, into @b (24 bytes); returns
+ * the length. By hand: a profile's columns are millions of integers, and
+ * printf's machinery was most of the time spent writing them. */
+static int format_uint(char *b, uint64_t v, bool neg)
+{
+	char t[24];
+	int n = 0, len = 0;
+
+	do {
+		t[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	if (neg)
+		b[len++] = '-';
+	while (n)
+		b[len++] = t[--n];
+	b[len] = '\0';
+	return len;
+}
+
 void fx_json_int(struct fx_json *j, int64_t v)
 {
 	char b[24];
 
 	if (!begin_value(j))
 		return;
-	put_number(j, b, snprintf(b, sizeof(b), "%" PRId64, v));
+	put_number(j, b, format_uint(b, v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0));
 }
 
 void fx_json_uint(struct fx_json *j, uint64_t v)
@@ -366,7 +386,7 @@ void fx_json_uint(struct fx_json *j, uint64_t v)
 
 	if (!begin_value(j))
 		return;
-	put_number(j, b, snprintf(b, sizeof(b), "%" PRIu64, v));
+	put_number(j, b, format_uint(b, v, false));
 }
 
 /* Shortest of %.15g, %.16g, %.17g that reads back as @v (17 always does). */
@@ -375,8 +395,8 @@ static int format_double(char *b, size_t cap, double v)
 	int len = 0;
 
 	/* Whole numbers below 2^53 print exactly and without an exponent. */
-	if (v == trunc(v) && fabs(v) < 9007199254740992.0)
-		return snprintf(b, cap, "%.0f", v);
+	if (v == trunc(v) && fabs(v) < 9007199254740992.0 && cap >= 24)
+		return format_uint(b, (uint64_t)fabs(v), signbit(v));
 	for (int prec = 15; prec <= 17; prec++) {
 		len = snprintf(b, cap, "%.*g", prec, v);
 		if (prec == 17 || strtod(b, NULL) == v)
