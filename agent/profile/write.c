@@ -17,12 +17,12 @@ static double ns_to_ms(uint64_t t, uint64_t start)
 	return (double)(int64_t)(t - start) / 1e6;
 }
 
-const char fx_profile_categories_json[] =
+static const char CATEGORIES_JSON[] =
 	"[{\"name\":\"Other\",\"color\":\"grey\",\"subcategories\":[\"Other\"]},"
 	"{\"name\":\"User\",\"color\":\"yellow\",\"subcategories\":[\"Other\"]},"
 	"{\"name\":\"Kernel\",\"color\":\"orange\",\"subcategories\":[\"Other\"]}]";
 
-const char fx_profile_marker_schema_json[] =
+static const char MARKER_SCHEMA_JSON[] =
 	"[{\"name\":\"" SCHEMA_RECORDING "\","
 	"\"chartLabel\":\"{marker.data.wallclock}\","
 	"\"tableLabel\":\"{marker.data.wallclock}\","
@@ -48,7 +48,29 @@ const char fx_profile_marker_schema_json[] =
 	"\"fields\":[{\"key\":\"target\",\"label\":\"Target\",\"format\":\"string\"},"
 	"{\"key\":\"missing\",\"label\":\"Windows missing\",\"format\":\"integer\"}]}]";
 
-static void extra_entry(struct fx_json *j, const char *label, const char *value)
+void fx_profile_meta_common(struct fx_json *j, const char *product, double interval_ms,
+			    double start_time_ms, double end_ms)
+{
+	fx_json_key_int(j, "version", 24);
+	fx_json_key_int(j, "preprocessedProfileVersion", FX_PROFILE_VERSION);
+	fx_json_key_double(j, "interval", interval_ms);
+	fx_json_key_double(j, "startTime", start_time_ms);
+	fx_json_key_int(j, "processType", 0);
+	fx_json_key_string(j, "product", product);
+	fx_json_key_int(j, "stackwalk", 1);
+	fx_json_key_raw(j, "symbolicated", "true");
+	fx_json_key_raw(j, "pausedRanges", "[]");
+	fx_json_key_raw(j, "categories", CATEGORIES_JSON);
+	fx_json_key_raw(j, "sampleUnits",
+			"{\"time\":\"ms\",\"eventDelay\":\"ms\",\"threadCPUDelta\":\"\xc2\xb5s\"}");
+	fx_json_key_raw(j, "usesOnlyOneStackType", "true");
+	fx_json_key_raw(j, "sourceCodeIsNotOnSearchfox", "true");
+	fx_json_key_raw(j, "markerSchema", MARKER_SCHEMA_JSON);
+	fx_json_key_int(j, "profilingStartTime", 0);
+	fx_json_key_double(j, "profilingEndTime", end_ms);
+}
+
+void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value)
 {
 	fx_json_object_begin(j);
 	fx_json_key_string(j, "label", label);
@@ -61,26 +83,9 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 {
 	fx_json_key(j, "meta");
 	fx_json_object_begin(j);
-	fx_json_key_int(j, "version", 24);
-	fx_json_key_int(j, "preprocessedProfileVersion", 66);
-	fx_json_key(j, "interval");
-	fx_json_double(j, m->interval_ms);
-	fx_json_key(j, "startTime");
-	fx_json_double(j, m->start_time_ms);
-	fx_json_key_int(j, "processType", 0);
-	fx_json_key_string(j, "product", m->product ? m->product : "fxagent");
-	fx_json_key_int(j, "stackwalk", 1);
-	fx_json_key_raw(j, "symbolicated", "true");
-	fx_json_key_raw(j, "pausedRanges", "[]");
-	fx_json_key_raw(j, "categories", fx_profile_categories_json);
-	fx_json_key_raw(j, "sampleUnits",
-			"{\"time\":\"ms\",\"eventDelay\":\"ms\",\"threadCPUDelta\":\"\xc2\xb5s\"}");
-	fx_json_key_raw(j, "usesOnlyOneStackType", "true");
-	fx_json_key_raw(j, "sourceCodeIsNotOnSearchfox", "true");
-	fx_json_key_raw(j, "markerSchema", fx_profile_marker_schema_json);
-	fx_json_key_int(j, "profilingStartTime", 0);
-	fx_json_key(j, "profilingEndTime");
-	fx_json_double(j, m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
+	fx_profile_meta_common(j, m->product ? m->product : "fxagent", m->interval_ms,
+			       m->start_time_ms,
+			       m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
 	if (m->target) {
 		/* For collectors: the chunk's identity in one place. */
 		fx_json_key(j, "fxagent");
@@ -115,11 +120,11 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 		fx_json_key_string(j, "label", "fxagent");
 		fx_json_key_array(j, "entries");
 		if (m->host)
-			extra_entry(j, "Host name", m->host);
+			fx_profile_extra_entry(j, "Host name", m->host);
 		if (m->target)
-			extra_entry(j, "Target", m->target);
+			fx_profile_extra_entry(j, "Target", m->target);
 		for (size_t i = 0; i < m->nlabels; i++)
-			extra_entry(j, m->labels[i].key, m->labels[i].value);
+			fx_profile_extra_entry(j, m->labels[i].key, m->labels[i].value);
 		fx_json_array_end(j);
 		fx_json_object_end(j);
 		fx_json_array_end(j);

@@ -38,15 +38,6 @@ static const char *str(const struct merge *m, uint64_t i)
 	return strtab_at(&m->strs, (uint32_t)i, &len);
 }
 
-static void extra(struct fx_json *j, const char *label, const char *value)
-{
-	fx_json_object_begin(j);
-	fx_json_key_string(j, "label", label);
-	fx_json_key_string(j, "format", "string");
-	fx_json_key_string(j, "value", value);
-	fx_json_object_end(j);
-}
-
 static void write_meta(const struct merge *m, struct fx_json *j)
 {
 	char hosts[32], samples[32], bucket[48];
@@ -59,30 +50,15 @@ static void write_meta(const struct merge *m, struct fx_json *j)
 	else
 		snprintf(bucket, sizeof(bucket), "none: every sample as taken");
 	fx_json_key_object(j, "meta");
-	fx_json_key_int(j, "version", 24);
-	fx_json_key_int(j, "preprocessedProfileVersion", VIEW_FORMAT_VERSION);
-	fx_json_key_double(j, "interval", m->interval > 0 ? m->interval : 1000.0 / 99);
-	fx_json_key_double(j, "startTime", m->start);
-	fx_json_key_int(j, "processType", 0);
-	fx_json_key_string(j, "product", "fxagent view");
-	fx_json_key_int(j, "stackwalk", 1);
-	fx_json_key_raw(j, "symbolicated", "true");
-	fx_json_key_raw(j, "pausedRanges", "[]");
-	fx_json_key_raw(j, "categories", fx_profile_categories_json);
-	fx_json_key_raw(j, "sampleUnits",
-			"{\"time\":\"ms\",\"eventDelay\":\"ms\",\"threadCPUDelta\":\"\xc2\xb5s\"}");
-	fx_json_key_raw(j, "usesOnlyOneStackType", "true");
-	fx_json_key_raw(j, "sourceCodeIsNotOnSearchfox", "true");
-	fx_json_key_raw(j, "markerSchema", fx_profile_marker_schema_json);
-	fx_json_key_int(j, "profilingStartTime", 0);
-	fx_json_key_double(j, "profilingEndTime", m->end > m->start ? m->end - m->start : 0);
+	fx_profile_meta_common(j, "fxagent view", m->interval > 0 ? m->interval : 1000.0 / 99,
+			       m->start, m->end > m->start ? m->end - m->start : 0);
 	fx_json_key_array(j, "extra");
 	fx_json_object_begin(j);
 	fx_json_key_string(j, "label", "fxagent view");
 	fx_json_key_array(j, "entries");
-	extra(j, "Hosts", hosts);
-	extra(j, "Samples", samples);
-	extra(j, "Time buckets", bucket);
+	fx_profile_extra_entry(j, "Hosts", hosts);
+	fx_profile_extra_entry(j, "Samples", samples);
+	fx_profile_extra_entry(j, "Time buckets", bucket);
 	fx_json_array_end(j);
 	fx_json_object_end(j);
 	fx_json_array_end(j);
@@ -91,15 +67,6 @@ static void write_meta(const struct merge *m, struct fx_json *j)
 
 static void write_libs(const struct merge *m, struct fx_json *j)
 {
-	static const char *const keys[VLIB_NFIELDS] = {
-		[VLIB_NAME] = "name",
-		[VLIB_PATH] = "path",
-		[VLIB_DEBUG_NAME] = "debugName",
-		[VLIB_DEBUG_PATH] = "debugPath",
-		[VLIB_ARCH] = "arch",
-		[VLIB_BREAKPAD] = "breakpadId",
-		[VLIB_CODE_ID] = "codeId",
-	};
 
 	fx_json_key_array(j, "libs");
 	for (size_t i = 0; i < m->libs.n; i++) {
@@ -107,7 +74,7 @@ static void write_libs(const struct merge *m, struct fx_json *j)
 
 		fx_json_object_begin(j);
 		for (int f = 0; f < VLIB_NFIELDS; f++)
-			fx_json_key_string(j, keys[f], str(m, l[f]));
+			fx_json_key_string(j, vlib_keys[f], str(m, l[f]));
 		fx_json_object_end(j);
 	}
 	fx_json_array_end(j);
@@ -331,7 +298,7 @@ static void write_samples(const struct merge *m, const struct msample *s, size_t
 	/* A sample is one interval of CPU time, a folded one its weight's. */
 	fx_json_key_array(j, "threadCPUDelta");
 	for (size_t i = 0; i < n; i++)
-		fx_json_double(j, i ? m->interval * 1000.0 * s[i].weight : 0);
+		fx_json_int(j, i ? llround(m->interval * 1000.0 * s[i].weight) : 0);
 	fx_json_array_end(j);
 	fx_json_object_end(j);
 }

@@ -109,14 +109,20 @@ struct fx_profile_stats {
 	uint64_t bytes;	  /* compressed bytes written (file variant) */
 };
 
-/* The categories (Other, User, Kernel) and the marker schemas (FxRecording,
- * FxLostSamples, FxGap) of every profile fxagent writes, as JSON, for
- * writers of other profiles (view's merge). */
+/* The processed format version written, and the marker schemas' names. */
+#define FX_PROFILE_VERSION  66
 #define FX_SCHEMA_RECORDING "FxRecording"
 #define FX_SCHEMA_LOST	    "FxLostSamples"
 #define FX_SCHEMA_GAP	    "FxGap"
-extern const char fx_profile_categories_json[];
-extern const char fx_profile_marker_schema_json[];
+
+/* For writers of other profiles (the view's merge): the keys of meta that
+ * every profile fxagent writes holds, from "version" to "profilingEndTime"
+ * (categories Other, User, Kernel; the FxRecording, FxLostSamples and FxGap
+ * schemas), into an open meta object; and one labelled string of
+ * meta.extra's entries. */
+void fx_profile_meta_common(struct fx_json *j, const char *product, double interval_ms,
+			    double start_time_ms, double end_ms);
+void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value);
 
 /* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or
  * -errno (-ENOMEM, or the writer's error). */
