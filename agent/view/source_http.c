@@ -64,7 +64,9 @@ struct body {
 struct xfer {
 	CURL *curl;
 	size_t index;
-	bool busy;
+	bool busy; /* holds item index, in flight or done */
+	bool done; /* ended (err, or the body in b), not yet handed over */
+	int err;
 	struct body b;
 	char errbuf[CURL_ERROR_SIZE];
 };
@@ -438,17 +440,16 @@ static int start(struct src_http *h, CURLM *m, struct xfer *x, size_t index,
 	return 0;
 }
 
-/* Hands the transfers that ended to @cb. Returns 0 or what @cb returned. */
-static int finish(CURLM *m, const struct fx_source_item *items, size_t *active,
-		  fx_source_read_fn cb, void *arg)
+/* Marks the transfers that ended as done, keeping their bodies. */
+static void finish(CURLM *m, const struct fx_source_item *items, size_t *active)
 {
 	struct CURLMsg *msg;
 	struct xfer *x;
 	char *p;
 	CURLcode rc;
-	int left, err, ret = 0;
+	int left;
 
-	while (!ret && (msg = curl_multi_info_read(m, &left))) {
+	while ((msg = curl_multi_info_read(m, &left))) {
 		if (msg->msg != CURLMSG_DONE)
 			continue;
 		rc = msg->data.result; /* msg is gone once the handle is removed */
@@ -456,16 +457,39 @@ static int finish(CURLM *m, const struct fx_source_item *items, size_t *active,
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &p);
 		x = (struct xfer *)p;
 		curl_multi_remove_handle(m, x->curl);
-		x->busy = false;
 		(*active)--;
-		err = outcome(x->curl, rc, &x->b, x->errbuf, "read", items[x->index].name, false);
-		ret = cb(arg, x->index, &items[x->index],
-			 err	  ? NULL
-			 : x->b.p ? x->b.p
-				  : "",
-			 err ? 0 : x->b.len, err);
-		body_reset(&x->b, 0);
+		x->done = true;
+		x->err =
+			outcome(x->curl, rc, &x->b, x->errbuf, "read", items[x->index].name, false);
 	}
+}
+
+/* Hands over the items that ended, in the listing's order (so that what is
+ * made of them does not depend on which server answered first), from
+ * *@want on. Returns 0 or what @cb returned. */
+static int deliver(struct xfer *x, const struct fx_source_item *items, size_t *want,
+		   fx_source_read_fn cb, void *arg)
+{
+	struct xfer *d;
+	int ret = 0;
+
+	do {
+		d = NULL;
+		for (size_t i = 0; i < PARALLEL; i++) {
+			if (x[i].busy && x[i].done && x[i].index == *want)
+				d = &x[i];
+		}
+		if (!d)
+			break;
+		ret = cb(arg, d->index, &items[d->index],
+			 d->err	  ? NULL
+			 : d->b.p ? d->b.p
+				  : "",
+			 d->err ? 0 : d->b.len, d->err);
+		body_reset(&d->b, 0);
+		d->busy = d->done = false;
+		(*want)++;
+	} while (!ret);
 	return ret;
 }
 
@@ -474,7 +498,7 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 {
 	struct src_http *h = (struct src_http *)s;
 	struct xfer x[PARALLEL] = { 0 };
-	size_t next = 0, active = 0, i;
+	size_t next = 0, want = 0, active = 0, i;
 	int ret = 0, err, running;
 	CURLMcode mc;
 	CURLM *m;
@@ -484,25 +508,32 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 		fx_err("view: out of memory reading '%s'", s->name);
 		return -ENOMEM;
 	}
-	while (!ret && (next < n || active)) {
-		for (i = 0; !ret && i < PARALLEL && next < n; i++) {
+	/* A slot is free once its item is handed over: at most PARALLEL
+	 * bodies in memory, in flight or waiting for an earlier one. */
+	while (!ret && want < n) {
+		for (i = 0; i < PARALLEL && next < n; i++) {
 			if (x[i].busy)
 				continue;
 			err = start(h, m, &x[i], next, &items[next]);
 			if (err) {
 				body_reset(&x[i].b, 0);
-				ret = cb(arg, next, &items[next], NULL, 0, err);
+				x[i] = (struct xfer){ .curl = x[i].curl,
+						      .index = next,
+						      .busy = true,
+						      .done = true,
+						      .err = err };
 			} else {
 				active++;
 			}
 			next++;
 		}
+		ret = deliver(x, items, &want, cb, arg);
 		if (ret || !active)
 			continue;
 		mc = curl_multi_perform(m, &running);
 		if (!mc)
-			ret = finish(m, items, &active, cb, arg);
-		if (!mc && !ret && active)
+			finish(m, items, &active);
+		if (!mc && active)
 			mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
 		if (mc) {
 			fx_err("view: cannot read '%s': %s", s->name, curl_multi_strerror(mc));
@@ -510,7 +541,7 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 		}
 	}
 	for (i = 0; i < PARALLEL; i++) {
-		if (x[i].busy)
+		if (x[i].busy && !x[i].done)
 			curl_multi_remove_handle(m, x[i].curl);
 		curl_easy_cleanup(x[i].curl);
 		free(x[i].b.p);

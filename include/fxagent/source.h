@@ -58,7 +58,7 @@ int fx_source_open(const char *spec, struct fx_source **out);
 int fx_source_list(struct fx_source *s, struct fx_source_item **items, size_t *n);
 void fx_source_items_free(struct fx_source_item *items, size_t n);
 
-/* Called by fx_source_read_each for each item, in any order, from the
+/* Called by fx_source_read_each for each item, in the listing's order, from the
  * caller's thread: @data/@len are the item's bytes (valid during the call),
  * or @err is a negative errno (then @data is NULL) with the reason already
  * logged. A nonzero return stops the reading and is returned. */
@@ -66,8 +66,9 @@ typedef int (*fx_source_read_fn)(void *arg, size_t index, const struct fx_source
 				 const void *data, size_t len, int err);
 
 /* Reads items[0..n) of @s and hands each to @cb, once each. HTTP sources
- * fetch a few at once (up to 4 transfers, so up to 4 bodies in memory) and
- * call @cb as each ends; files are read one by one, in order. An item that
+ * fetch a few at once (up to 4 transfers, so up to 4 bodies in memory,
+ * ended or waiting for an earlier one) and call @cb in order as they end;
+ * files are read one by one. An item that
  * cannot be read (missing, a FIFO, over the bound, an HTTP error) is @cb's
  * @err, logged, and the reading goes on. Returns 0, what @cb returned to
  * stop, or -errno (logged) when libcurl itself fails. */
