@@ -162,6 +162,7 @@ void merge_free(struct merge *m)
 	strtab_free(&m->strs);
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++)
 		rectab_free(tabs[i]);
+	fx_hashtab_free(&m->fold_h);
 	free(m->tinfo);
 	free(m->order);
 	free(m->samples);
@@ -354,7 +355,105 @@ static bool in_range(const struct merge *m, double t)
 	return (!m->from || t >= m->from) && (!m->to || t < m->to);
 }
 
-static int fold(struct merge *m);
+/* ---- folding ---- */
+
+static double bucket_of(const struct merge *m, double t)
+{
+	return floor(t / m->bucket_ms) * m->bucket_ms;
+}
+
+static uint64_t sample_hash(const struct msample *x)
+{
+	uint64_t t;
+
+	memcpy(&t, &x->time, sizeof(t));
+	return fx_mix64_pair(fx_mix64_pair(x->track, x->stack), t);
+}
+
+/* Folded samples: an array and its index by (track, time, stack). */
+static uint64_t sample_hash_at(const void *ctx, uint32_t i)
+{
+	return sample_hash(&(*(struct msample *const *)ctx)[i]);
+}
+
+static bool sample_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct msample *x = &(*(struct msample *const *)ctx)[i], *y = key;
+
+	return x->track == y->track && x->stack == y->stack && x->time == y->time;
+}
+
+/* Adds @s (its time already a bucket's start) to the set @v (*@n of them,
+ * indexed by @h): to the weight of an equal one, or as a new one. */
+static int set_add(struct msample **v, size_t *n, size_t *cap, struct fx_hashtab *h,
+		   const struct msample *s)
+{
+	size_t pos;
+	uint32_t i;
+
+	if (fx_hashtab_reserve(h, *n + 1, sample_hash_at, v) < 0)
+		return -ENOMEM;
+	pos = fx_hashtab_probe(h, sample_hash(s), sample_eq, v, s);
+	i = fx_hashtab_at(h, pos);
+	if (i != FX_HASHTAB_NONE && (*v)[i].weight <= UINT32_MAX - s->weight) {
+		(*v)[i].weight += s->weight;
+		return 0;
+	}
+	if (fx_grow(v, cap, *n + 1, sizeof(**v)) < 0)
+		return -ENOMEM;
+	(*v)[*n] = *s;
+	/* a weight at its bound starts a second sample, not found again */
+	if (i == FX_HASHTAB_NONE)
+		fx_hashtab_put(h, pos, (uint32_t)*n);
+	(*n)++;
+	return 0;
+}
+
+static int fold_add(struct merge *m, const struct msample *s)
+{
+	return set_add(&m->samples, &m->nsamples, &m->samples_cap, &m->fold_h, s);
+}
+
+/* The samples folded again into m->bucket_ms: each time to its bucket's
+ * start, equal (track, time, stack) summed, in place. */
+static int refold(struct merge *m)
+{
+	size_t n = m->nsamples;
+
+	fx_hashtab_reset(&m->fold_h);
+	m->nsamples = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct msample s = m->samples[i];
+
+		s.time = bucket_of(m, s.time);
+		/* in place: the sample at i is read before anything is written
+		 * at nsamples <= i */
+		if (fold_add(m, &s) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Folds until the samples fit in half the threshold, doubling a bucket that
+ * the user did not choose (from 1 s). Samples taken later fold as they come
+ * (add_sample). */
+static int fold(struct merge *m)
+{
+	if (!m->bucket_ms) {
+		m->bucket_ms = 1000;
+		if (refold(m) < 0)
+			return -ENOMEM;
+	}
+	while (!m->bucket_fixed && m->nsamples > m->fold_threshold / 2 &&
+	       m->bucket_ms < 24 * 3600 * 1000.0) {
+		m->bucket_ms *= 2;
+		if (refold(m) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- one chunk's samples and markers ---- */
 
 static int add_samples(struct merge *m, const struct vchunk *c, const struct vthread *t,
 		       uint32_t host)
@@ -369,19 +468,29 @@ static int add_samples(struct merge *m, const struct vchunk *c, const struct vth
 		double at = c->start_time + time[i];
 		uint64_t s = mapped(m->map_stack, stack[i]);
 
-		if (!in_range(m, at) || weight[i] == 0)
-			continue;
-		if (fx_grow(&m->samples, &m->samples_cap, m->nsamples + 1, sizeof(*m->samples)) < 0)
-			return -ENOMEM;
-		m->samples[m->nsamples++] = (struct msample){
+		struct msample ms = {
 			.time = at,
 			.track = track,
 			.stack = s == NONE64 ? UINT32_MAX : (uint32_t)s,
 			.weight = (uint32_t)weight[i],
 		};
-		m->raw_samples += (uint32_t)weight[i];
+
+		if (!in_range(m, at) || weight[i] == 0)
+			continue;
+		m->raw_samples += ms.weight;
+		if (m->bucket_ms > 0) {
+			ms.time = bucket_of(m, at);
+			if (fold_add(m, &ms) < 0)
+				return -ENOMEM;
+			continue;
+		}
+		if (fx_grow(&m->samples, &m->samples_cap, m->nsamples + 1, sizeof(*m->samples)) < 0)
+			return -ENOMEM;
+		m->samples[m->nsamples++] = ms;
 	}
-	if (m->nsamples > m->fold_threshold)
+
+	/* a bucket the user chose folds as samples come: nothing to redo */
+	if (m->nsamples > m->fold_threshold && !m->bucket_fixed)
 		return fold(m);
 	return 0;
 }
@@ -453,61 +562,7 @@ int merge_add(struct merge *m, const struct vchunk *c)
 	return 0;
 }
 
-/* ---- folding and order ---- */
-
-static double bucket_of(const struct merge *m, double t)
-{
-	return floor(t / m->bucket_ms) * m->bucket_ms;
-}
-
-static int cmp_fold(const void *a, const void *b)
-{
-	const struct msample *x = a, *y = b;
-
-	if (x->track != y->track)
-		return x->track < y->track ? -1 : 1;
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	if (x->stack != y->stack)
-		return x->stack < y->stack ? -1 : 1;
-	return 0;
-}
-
-/* One pass: each sample's time to its bucket's start, then equal (track,
- * time, stack) summed. */
-static void fold_once(struct merge *m)
-{
-	size_t out = 0;
-
-	for (size_t i = 0; i < m->nsamples; i++)
-		m->samples[i].time = bucket_of(m, m->samples[i].time);
-	qsort(m->samples, m->nsamples, sizeof(*m->samples), cmp_fold);
-	for (size_t i = 0; i < m->nsamples; i++) {
-		struct msample *s = &m->samples[i];
-
-		if (out && !cmp_fold(&m->samples[out - 1], s) &&
-		    m->samples[out - 1].weight <= UINT32_MAX - s->weight)
-			m->samples[out - 1].weight += s->weight;
-		else
-			m->samples[out++] = *s;
-	}
-	m->nsamples = out;
-}
-
-/* Folds until the samples fit in half the threshold, doubling a bucket that
- * the user did not choose (from 1 s). */
-static int fold(struct merge *m)
-{
-	if (!m->bucket_ms)
-		m->bucket_ms = 1000;
-	fold_once(m);
-	while (!m->bucket_fixed && m->nsamples > m->fold_threshold / 2 &&
-	       m->bucket_ms < 24 * 3600 * 1000.0) {
-		m->bucket_ms *= 2;
-		fold_once(m);
-	}
-	return 0;
-}
+/* ---- order ---- */
 
 /* Tracks in the order written: by host, then process, main thread first. */
 static int cmp_str(const struct merge *m, uint64_t a, uint64_t b)
@@ -641,8 +696,6 @@ int merge_finish(struct merge *m)
 		rc = track_per_host(m);
 	if (rc < 0)
 		return rc;
-	if (m->bucket_ms > 0)
-		fold(m);
 	m->marker_name[MM_WINDOW] =
 		strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
 	m->marker_name[MM_LOST] = strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));

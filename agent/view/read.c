@@ -197,7 +197,7 @@ static const char *const shared_tables[] = {
 	[T_FRAME] = "frameTable",  [T_STACK] = "stackTable",
 };
 
-static const char *const lib_keys[VLIB_NFIELDS] = {
+const char *const vlib_keys[VLIB_NFIELDS] = {
 	[VLIB_NAME] = "name",
 	[VLIB_PATH] = "path",
 	[VLIB_DEBUG_NAME] = "debugName",
@@ -448,7 +448,7 @@ static int scalar(struct parse *p, double num, const unsigned char *s, size_t le
 	}
 	case C_LIB:
 		for (int f = 0; is_str && f < VLIB_NFIELDS; f++) {
-			if (!strcmp(k, lib_keys[f]))
+			if (!strcmp(k, vlib_keys[f]))
 				return text_add(p, s, len, &c->libs[c->nlibs - 1].f[f]);
 		}
 		return 1;
@@ -492,17 +492,52 @@ static int on_bool(void *ctx, int v)
 	return scalar(ctx, v ? 1 : 0, NULL, 0, false);
 }
 
+/* The exact powers of ten a double holds. */
+static const double pow10[] = { 1e0,  1e1,  1e2,  1e3,	1e4,  1e5,  1e6,  1e7,
+				1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+				1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22 };
+
+/* Most numbers of a chunk are indexes and times with few digits: read at
+ * most 15 significant digits and a fraction exactly (digits / 10^k is then
+ * correctly rounded, both being exact doubles); anything else through
+ * strtod. */
+static bool fast_number(const char *s, size_t len, double *out)
+{
+	uint64_t digits = 0;
+	size_t i = 0, n = 0, frac = 0;
+	bool neg = len && s[0] == '-', dot = false;
+
+	for (i = neg; i < len; i++) {
+		if (s[i] >= '0' && s[i] <= '9') {
+			digits = digits * 10 + (uint64_t)(s[i] - '0');
+			n++;
+			frac += dot;
+		} else if (s[i] == '.' && !dot) {
+			dot = true;
+		} else {
+			return false;
+		}
+	}
+	if (!n || n > 15)
+		return false;
+	*out = (double)digits / pow10[frac];
+	if (neg)
+		*out = -*out;
+	return true;
+}
+
 static int on_number(void *ctx, const char *s, size_t len)
 {
 	char buf[64];
-	char *end;
 	double v;
 
+	if (fast_number(s, len, &v))
+		return scalar(ctx, v, NULL, 0, false);
 	if (len >= sizeof(buf))
 		return fail(ctx, -EINVAL, "a number of %zu characters", len);
 	memcpy(buf, s, len);
 	buf[len] = '\0';
-	v = strtod(buf, &end);
+	v = strtod(buf, NULL);
 	return scalar(ctx, v, NULL, 0, false);
 }
 

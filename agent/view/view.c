@@ -47,12 +47,13 @@ struct view_opts {
 struct view_run {
 	const struct view_opts *o;
 	struct merge m;
-	struct vchunk c;
+	struct view_pool *pool;
 	size_t found, merged, unselected, duplicates, bad;
 	uint64_t bytes;
 	char *bad_names[BAD_NAMED];
 	uint64_t start_ns, last_progress_ns;
 	bool progress;
+	size_t done, total; /* chunks handed back, listed */
 };
 
 static volatile sig_atomic_t stop_serving;
@@ -339,20 +340,18 @@ static bool selected(const struct view_opts *o, const struct vchunk *c)
 	return (!o->from || c->window_end > o->from) && (!o->to || c->window_start < o->to);
 }
 
-/* Called when a chunk's meta is read: read on only for one wanted. */
+/* Called when a chunk's meta is read, on a reader thread: read on only for
+ * one wanted. */
 static bool on_meta(void *arg, const struct vchunk *c)
 {
-	struct view_run *r = arg;
+	return selected(arg, c);
+}
 
-	if (!selected(r->o, c)) {
-		r->unselected++;
-		return false;
-	}
-	if (merge_has_window(&r->m, c)) {
-		r->duplicates++;
-		return false;
-	}
-	return true;
+static unsigned ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 1 ? (unsigned)n : 1;
 }
 
 static void progress(struct view_run *r, size_t done, size_t total, bool last)
@@ -380,39 +379,35 @@ static void note_bad(struct view_run *r, const char *name, const char *why)
 	r->bad++;
 }
 
-struct read_ctx {
-	struct view_run *r;
-	size_t total;
-	size_t done;
-};
+/* A chunk read (or not), in the listing's order: merged, or counted. */
+static int on_read(void *arg, const char *name, struct vchunk *c, int rc, const char *why,
+		   size_t len)
+{
+	struct view_run *r = arg;
+
+	r->done++;
+	r->bytes += len;
+	if (rc == 0 && merge_has_window(&r->m, c))
+		r->duplicates++;
+	else if (rc == 0 && (rc = merge_add(&r->m, c)) == 0)
+		r->merged++;
+	if (rc == 1)
+		r->unselected++;
+	else if (rc == -ENOMEM)
+		return fx_log_errno(FX_LOG_ERR, ENOMEM, "view: cannot merge '%s'", name);
+	else if (rc < 0)
+		note_bad(r, name, why[0] ? why : "not read");
+	progress(r, r->done, r->total, false);
+	return 0;
+}
 
 static int on_chunk(void *arg, size_t index, const struct fx_source_item *it, const void *data,
 		    size_t len, int err)
 {
-	struct read_ctx *x = arg;
-	struct view_run *r = x->r;
-	char why[256];
-	int rc;
+	struct view_run *r = arg;
 
 	(void)index;
-	x->done++;
-	r->bytes += len;
-	if (err < 0) {
-		note_bad(r, it->name, "not read");
-		progress(r, x->done, x->total, false);
-		return 0;
-	}
-	rc = view_read_chunk(data, len, &r->c, on_meta, r, why, sizeof(why));
-	if (rc == 0)
-		rc = merge_add(&r->m, &r->c);
-	if (rc == 0)
-		r->merged++;
-	else if (rc == -ENOMEM)
-		return fx_log_errno(FX_LOG_ERR, ENOMEM, "view: cannot merge '%s'", it->name);
-	else if (rc < 0)
-		note_bad(r, it->name, why);
-	progress(r, x->done, x->total, false);
-	return 0;
+	return view_pool_put(r->pool, it->name, data, len, err < 0 ? err : 0);
 }
 
 static int read_source(struct view_run *r, const char *spec)
@@ -425,11 +420,15 @@ static int read_source(struct view_run *r, const char *spec)
 	if (rc == 0)
 		rc = fx_source_list(s, &items, &n);
 	if (rc == 0) {
-		struct read_ctx x = { .r = r, .total = n };
-
 		r->found += n;
-		rc = fx_source_read_each(s, items, n, on_chunk, &x);
-		progress(r, x.done, n, true);
+		r->total += n;
+		rc = fx_source_read_each(s, items, n, on_chunk, r);
+		/* the names handed in live until here */
+		if (rc == 0)
+			rc = view_pool_drain(r->pool);
+		else
+			view_pool_drain(r->pool);
+		progress(r, r->done, r->total, true);
 	}
 	fx_source_items_free(items, n);
 	fx_source_free(s);
@@ -486,8 +485,7 @@ static void json_summary(const struct view_run *r, uint64_t out_bytes)
 	fx_json_key_int(j, "bytes_written", (int64_t)out_bytes);
 	fx_json_key_string(j, "output", r->o->output);
 	fx_json_key_int(j, "peak_rss_kib", (int64_t)fx_peak_rss_kib());
-	fx_json_key_double(j, "seconds",
-			   (double)(fx_now_ns(CLOCK_MONOTONIC) - r->start_ns) / 1e9);
+	fx_json_key_double(j, "seconds", (double)(fx_now_ns(CLOCK_MONOTONIC) - r->start_ns) / 1e9);
 	fx_json_object_end(j);
 	fx_json_finish(j);
 	fx_json_free(j);
@@ -585,13 +583,16 @@ int fx_view_main(int argc, char **argv)
 	r.m.to = o.to;
 	r.progress = isatty(STDERR_FILENO) && !o.json;
 	r.start_ns = fx_now_ns(CLOCK_MONOTONIC);
-	for (size_t i = 0; i < o.nsources && rc != -ENOMEM; i++) {
+	/* Readers on the other CPUs; this thread merges. */
+	if (view_pool_new(ncpus() - 1, on_meta, &o, on_read, &r, &r.pool) < 0)
+		rc = fx_log_errno(FX_LOG_ERR, ENOMEM, "view: cannot start");
+	for (size_t i = 0; rc == 0 && i < o.nsources; i++) {
 		int src = read_source(&r, o.sources[i]);
 
 		if (src == -ENOMEM)
 			rc = src;
 	}
-	vchunk_free(&r.c);
+	view_pool_free(r.pool);
 	if (rc == 0)
 		rc = merge_finish(&r.m);
 	summary(&r);

@@ -10,10 +10,11 @@
 
 #include "fxagent/hashtab.h"
 #include "fxagent/json.h"
+#include "fxagent/profile.h"
 #include "fxagent/view.h"
 
 /* The processed format version chunks are written in, the one we read. */
-#define VIEW_FORMAT_VERSION 66
+#define VIEW_FORMAT_VERSION FX_PROFILE_VERSION
 
 /* ---- a chunk as read (read.c) ---- */
 
@@ -43,6 +44,9 @@ enum vlib_field {
 	VLIB_CODE_ID,
 	VLIB_NFIELDS,
 };
+
+/* The libs[] keys, by field. */
+extern const char *const vlib_keys[VLIB_NFIELDS];
 
 struct vlib {
 	struct vstr f[VLIB_NFIELDS];
@@ -128,6 +132,28 @@ typedef bool (*view_meta_fn)(void *arg, const struct vchunk *c);
 int view_read_chunk(const void *data, size_t len, struct vchunk *c, view_meta_fn meta_cb, void *arg,
 		    char *why, size_t why_size);
 
+/* ---- reading on worker threads (pool.c) ---- */
+
+struct view_pool;
+
+/* A chunk handed back (on the caller's thread, in the order handed in):
+ * @rc is view_read_chunk's (or the source's error, then @c holds nothing),
+ * @why its reason, @len the chunk's bytes. Returns 0, or nonzero to stop. */
+typedef int (*view_done_fn)(void *arg, const char *name, struct vchunk *c, int rc, const char *why,
+			    size_t len);
+
+/* Up to 3 @workers (0: the caller's thread reads); @meta_cb runs on them and
+ * must be safe to. Returns 0 or -ENOMEM. */
+int view_pool_new(unsigned workers, view_meta_fn meta_cb, void *meta_arg, view_done_fn done,
+		  void *done_arg, struct view_pool **out);
+/* Hands in a chunk (@data copied; @name must live until the drain) or the
+ * source's error @err, handing back what is done. Returns 0, -ENOMEM, or
+ * what a done callback returned. */
+int view_pool_put(struct view_pool *p, const char *name, const void *data, size_t len, int err);
+/* Hands back everything handed in. Returns as view_pool_put. */
+int view_pool_drain(struct view_pool *p);
+void view_pool_free(struct view_pool *p);
+
 /* ---- the merged profile (merge.c) ---- */
 
 /* Fixed-size records interned: each distinct record gets an index. */
@@ -196,6 +222,7 @@ struct merge {
 
 	struct msample *samples;
 	size_t nsamples, samples_cap;
+	struct fx_hashtab fold_h; /* folded samples by (track, time, stack) */
 	struct mmarker *markers;
 	size_t nmarkers, markers_cap;
 
