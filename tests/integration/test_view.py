@@ -4,7 +4,8 @@
 The agent's own chunks, two targets (fx-hot-ab as "ab", fx-threads as "thr",
 2 s windows, a few of each), then:
 
-- `--target ab` from the output directory: every sample of every ab chunk is
+- `--target ab` from the output directory (a progress line on a terminal,
+  none in a pipe): every sample of every ab chunk is
   in the merge, per thread and per leaf function, one track per thread, none
   of thr's; checked in the file, with jq on the raw JSON and with the
   profiler's own loader (profiler-cli); `--merge processes` and `--merge all`
@@ -142,6 +143,14 @@ def check_target(t, out, chunks):
                         capture_output=True, text=True, timeout=60)
     t.check(jq.returncode == 0 and int(jq.stdout) == total(want),
             f"jq counts {jq.stdout.strip()!r} samples, want {total(want)} ({jq.stderr.strip()})")
+    # On a terminal, a progress line; not in a pipe (above).
+    tty = subprocess.run(["script", "-qec", f"{t.agent} view {out} --target ab -o "
+                          f"{os.path.join(t.work, 'tty.json.gz')}", "/dev/null"],
+                         capture_output=True, text=True, timeout=fxtest.scaled(60))
+    n = len(chunks["ab"]) + len(chunks["thr"])
+    t.check(f"view: {n}/{n} chunks" in tty.stdout and "MiB/s" in tty.stdout,
+            f"no progress line on a terminal: {tty.stdout[-300:]!r}")
+    t.check("chunks," not in r.stderr, f"a progress line in a pipe: {r.stderr[-300:]!r}")
     windows = [m for m in markers(d) if m[0] == "FxRecording"]
     t.check(len(windows) == len(chunks["ab"]), f"{len(windows)} window markers")
     cli = t.cli(merged, "ab")
