@@ -70,6 +70,33 @@ void fx_profile_meta_common(struct fx_json *j, const char *product, double inter
 	fx_json_key_double(j, "profilingEndTime", end_ms);
 }
 
+void fx_profile_no_sources(struct fx_json *j)
+{
+	fx_json_key_raw(
+		j, "sources",
+		"{\"length\":0,\"id\":[],\"filename\":[],\"startLine\":[],\"startColumn\":[],"
+		"\"sourceMapURL\":[],\"content\":[]}");
+	fx_json_key_raw(j, "sourceLocationTable",
+			"{\"length\":0,\"source\":[],\"line\":[],\"column\":[]}");
+}
+
+void fx_profile_thread_head(struct fx_json *j, const char *name, const char *process_name,
+			    bool main, const char *pid, int64_t tid)
+{
+	fx_json_key_string(j, "name", name);
+	fx_json_key_string(j, "processName", process_name);
+	fx_json_key_string(j, "processType", "default");
+	fx_json_key_raw(j, "isMainThread", main ? "true" : "false");
+	fx_json_key_string(j, "pid", pid);
+	fx_json_key_int(j, "tid", tid);
+	fx_json_key_int(j, "processStartupTime", 0);
+	fx_json_key_raw(j, "processShutdownTime", "null");
+	fx_json_key_int(j, "registerTime", 0);
+	fx_json_key_raw(j, "unregisterTime", "null");
+	fx_json_key_raw(j, "pausedRanges", "[]");
+	fx_json_key_raw(j, "showMarkersInTimeline", "true");
+}
+
 void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value)
 {
 	fx_json_object_begin(j);
@@ -346,12 +373,7 @@ static void write_shared(const struct tables *t, struct fx_json *j)
 	write_funcs(t, j);
 	write_frames(t, j);
 	write_stacks(t, j);
-	fx_json_key_raw(
-		j, "sources",
-		"{\"length\":0,\"id\":[],\"filename\":[],\"startLine\":[],\"startColumn\":[],"
-		"\"sourceMapURL\":[],\"content\":[]}");
-	fx_json_key_raw(j, "sourceLocationTable",
-			"{\"length\":0,\"source\":[],\"line\":[],\"column\":[]}");
+	fx_profile_no_sources(j);
 	fx_json_object_end(j);
 }
 
@@ -416,18 +438,9 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 
 	snprintf(pid, sizeof(pid), "%u", (unsigned int)th->pid);
 	fx_json_object_begin(j);
-	fx_json_key_string(j, "name", th->name ? th->name : "");
-	fx_json_key_string(j, "processName", th->process_name ? th->process_name : "");
-	fx_json_key_string(j, "processType", "default");
-	fx_json_key_raw(j, "isMainThread", th->tid == th->pid ? "true" : "false");
-	fx_json_key_string(j, "pid", pid);
-	fx_json_key_int(j, "tid", th->tid);
-	fx_json_key_int(j, "processStartupTime", 0);
-	fx_json_key_raw(j, "processShutdownTime", "null");
-	fx_json_key_int(j, "registerTime", 0);
-	fx_json_key_raw(j, "unregisterTime", "null");
-	fx_json_key_raw(j, "pausedRanges", "[]");
-	fx_json_key_raw(j, "showMarkersInTimeline", "true");
+	fx_profile_thread_head(j, th->name ? th->name : "",
+			       th->process_name ? th->process_name : "", th->tid == th->pid, pid,
+			       th->tid);
 
 	table_begin(j, "samples", n);
 	fx_json_key_array(j, "stack");

@@ -175,12 +175,7 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	}
 	fx_json_array_end(j);
 	fx_json_object_end(j);
-	fx_json_key_raw(
-		j, "sources",
-		"{\"length\":0,\"id\":[],\"filename\":[],\"startLine\":[],\"startColumn\":[],"
-		"\"sourceMapURL\":[],\"content\":[]}");
-	fx_json_key_raw(j, "sourceLocationTable",
-			"{\"length\":0,\"source\":[],\"line\":[],\"column\":[]}");
+	fx_profile_no_sources(j);
 	fx_json_object_end(j);
 }
 
@@ -339,18 +334,7 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 	else
 		snprintf(pname, sizeof(pname), "%s", str(m, ti->process_name));
 	fx_json_object_begin(j);
-	fx_json_key_string(j, "name", str(m, ti->name));
-	fx_json_key_string(j, "processName", pname);
-	fx_json_key_string(j, "processType", "default");
-	fx_json_key_raw(j, "isMainThread", ti->main ? "true" : "false");
-	fx_json_key_string(j, "pid", pid);
-	fx_json_key_int(j, "tid", tid);
-	fx_json_key_int(j, "processStartupTime", 0);
-	fx_json_key_raw(j, "processShutdownTime", "null");
-	fx_json_key_int(j, "registerTime", 0);
-	fx_json_key_raw(j, "unregisterTime", "null");
-	fx_json_key_raw(j, "pausedRanges", "[]");
-	fx_json_key_raw(j, "showMarkersInTimeline", "true");
+	fx_profile_thread_head(j, str(m, ti->name), pname, ti->main, pid, tid);
 	write_samples(m, s, n, j);
 	write_markers(m, rectab_at(&m->tracks, t)[0], carrier, j);
 	fx_json_object_end(j);

@@ -123,6 +123,11 @@ struct fx_profile_stats {
 void fx_profile_meta_common(struct fx_json *j, const char *product, double interval_ms,
 			    double start_time_ms, double end_ms);
 void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value);
+/* The empty "sources" and "sourceLocationTable" of the shared tables. */
+void fx_profile_no_sources(struct fx_json *j);
+/* A thread's keys before its samples and markers, in an open thread object. */
+void fx_profile_thread_head(struct fx_json *j, const char *name, const char *process_name,
+			    bool main, const char *pid, int64_t tid);
 
 /* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or
  * -errno (-ENOMEM, or the writer's error). */
