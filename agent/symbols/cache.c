@@ -83,6 +83,7 @@ void sym_object_free(struct fx_symbolizer *s, struct object *o)
 	free(o->dw_path);
 	free(o->src_path);
 	free(o->funcs);
+	free(o->fdes);
 	free(o->loads);
 	sym_pool_free(&o->strs);
 	cache_reset(o);
@@ -215,12 +216,12 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
  * (dw_bytes). */
 uint64_t sym_object_bytes(const struct object *o)
 {
-	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + fx_arena_bytes(&o->strs.mem) +
-		     o->strs.cap * sizeof(*o->strs.v) + fx_hashtab_bytes(&o->strs.index) +
-		     fx_arena_bytes(&o->res_mem) + o->cap_cache * sizeof(*o->cache) +
-		     fx_hashtab_bytes(&o->cache_index) + o->n_loads * sizeof(*o->loads) +
-		     o->n_cus * sizeof(*o->cus) + o->n_cu_ranges * sizeof(*o->cu_ranges) +
-		     o->dw_bytes;
+	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->n_fdes * sizeof(*o->fdes) +
+		     fx_arena_bytes(&o->strs.mem) + o->strs.cap * sizeof(*o->strs.v) +
+		     fx_hashtab_bytes(&o->strs.index) + fx_arena_bytes(&o->res_mem) +
+		     o->cap_cache * sizeof(*o->cache) + fx_hashtab_bytes(&o->cache_index) +
+		     o->n_loads * sizeof(*o->loads) + o->n_cus * sizeof(*o->cus) +
+		     o->n_cu_ranges * sizeof(*o->cu_ranges) + o->dw_bytes;
 
 	for (size_t i = 0; i < o->n_cus; i++)
 		b += o->cus[i].n_funcs * sizeof(*o->cus[i].funcs);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <gelf.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fxagent/demangle.h"
@@ -105,6 +106,24 @@ static bool in_code(Elf *elf, size_t shndx)
 	       (sh.sh_flags & SHF_EXECINSTR);
 }
 
+static int push_func(struct func_vec *fv, const struct func *f)
+{
+	if (fv->n == fv->cap) {
+		size_t cap = fv->cap ? fv->cap * 2 : 1024;
+		struct func *p;
+
+		if (fv->n >= MAX_FUNCS)
+			return 1;
+		p = realloc(fv->v, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		fv->v = p;
+		fv->cap = cap;
+	}
+	fv->v[fv->n++] = *f;
+	return 0;
+}
+
 int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type)
 {
 	Elf_Scn *scn = NULL;
@@ -123,7 +142,7 @@ int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word 
 		for (i = 0; i < n; i++) {
 			GElf_Sym sym;
 			const char *name;
-			int st;
+			int st, ret;
 
 			if (!gelf_getsym(d, (int)i, &sym))
 				break;
@@ -135,29 +154,75 @@ int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word 
 			name = elf_strptr(elf, sh.sh_link, sym.st_name);
 			if (!name || !*name)
 				continue;
-			if (fv->n == fv->cap) {
-				size_t cap = fv->cap ? fv->cap * 2 : 1024;
-				struct func *p;
-
-				if (fv->n >= MAX_FUNCS)
-					return 0;
-				p = realloc(fv->v, cap * sizeof(*p));
-				if (!p)
-					return -ENOMEM;
-				fv->v = p;
-				fv->cap = cap;
-			}
-			fv->v[fv->n] = (struct func){
-				.start = sym.st_value,
-				.size = sym.st_size,
-				.local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
-				.label = st == STT_NOTYPE,
-				.name = fx_arena_strndup(&o->strs.mem, name, strlen(name)),
-			};
-			if (!fv->v[fv->n].name)
+			ret = push_func(fv, &(struct func){
+						    .start = sym.st_value,
+						    .size = sym.st_size,
+						    .local = GELF_ST_BIND(sym.st_info) == STB_LOCAL,
+						    .label = st == STT_NOTYPE,
+						    .name = fx_arena_strndup(&o->strs.mem, name,
+									     strlen(name)),
+					    });
+			/* 1: the table is full (MAX_FUNCS) */
+			if (ret)
+				return ret < 0 ? -ENOMEM : 0;
+			if (!fv->v[fv->n - 1].name)
 				return -ENOMEM;
-			fv->n++;
 		}
+	}
+	return 0;
+}
+
+int sym_add_plt(struct object *o, struct func_vec *fv, Elf *elf)
+{
+	GElf_Shdr rsh, psh, dsh;
+	GElf_Ehdr eh;
+	Elf_Scn *rel = sym_find_section(elf, ".rela.plt", &rsh), *plt, *dyn;
+	Elf_Data *rd, *dd;
+	size_t first = 0, n;
+
+	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || !rel ||
+	    rsh.sh_type != SHT_RELA || !rsh.sh_entsize)
+		return 0;
+	/* With IBT, .plt.sec holds the stubs code jumps to; else .plt, whose
+	 * first entry is the resolver's. */
+	plt = sym_find_section(elf, ".plt.sec", &psh);
+	if (!plt) {
+		plt = sym_find_section(elf, ".plt", &psh);
+		first = 1;
+	}
+	dyn = elf_getscn(elf, rsh.sh_link);
+	if (!plt || psh.sh_type != SHT_PROGBITS || !dyn || !gelf_getshdr(dyn, &dsh) ||
+	    dsh.sh_type != SHT_DYNSYM)
+		return 0;
+	rd = elf_getdata(rel, NULL);
+	dd = elf_getdata(dyn, NULL);
+	if (!rd || !dd)
+		return 0;
+	n = rd->d_size / rsh.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = psh.sh_addr + 16 * (i + first);
+		char buf[512];
+		const char *name;
+		GElf_Rela r;
+		GElf_Sym sym;
+		int ret;
+
+		if (at + 16 > psh.sh_addr + psh.sh_size)
+			break;
+		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT ||
+		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
+			continue;
+		name = elf_strptr(elf, dsh.sh_link, sym.st_name);
+		if (!name || !*name ||
+		    (size_t)snprintf(buf, sizeof(buf), "%s@plt", name) >= sizeof(buf))
+			continue;
+		ret = push_func(fv, &(struct func){ .start = at,
+						    .size = 16,
+						    .name = sym_pool_intern(&o->strs, buf) });
+		if (ret)
+			return ret < 0 ? -ENOMEM : 0;
+		if (!fv->v[fv->n - 1].name)
+			return -ENOMEM;
 	}
 	return 0;
 }

@@ -44,6 +44,27 @@ static int fallback(struct object *o, uint64_t offset, struct fx_sym_result *r)
 	return 0;
 }
 
+/* An address without a symbol in a function whose FDE @fde covers it: named
+ * after the function's start, so its samples share one frame. */
+static int fde_result(struct object *o, uint64_t offset, uint64_t svma, const struct fde_range *fde,
+		      struct fx_sym_result *r)
+{
+	const struct fx_sym_frame *fr;
+
+	if (svma - fde->start > offset)
+		return fallback(o, offset, r);
+	fr = fallback_frame(o, o->base_name, offset - (svma - fde->start));
+	if (!fr)
+		return -ENOMEM;
+	r->sym_name = fr->name;
+	r->sym_addr = fde->start - o->base;
+	r->sym_size = fde->end - fde->start;
+	r->no_symbol = true;
+	r->n_frames = 1;
+	r->frames = fr;
+	return 0;
+}
+
 /* The result of @offset in @o into @r, its frames in @o's result arena: the
  * function table's name with the DWARF's inline chain and lines, or a
  * fallback. Returns 0 or -ENOMEM. */
@@ -83,8 +104,11 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 		r->sym_addr = df->lo - o->base;
 		r->sym_size = df->hi - df->lo;
 	}
-	if (!name0)
-		return fallback(o, offset, r);
+	if (!name0) {
+		const struct fde_range *fde = sym_lookup_fde(o, svma);
+
+		return fde ? fde_result(o, offset, svma, fde, r) : fallback(o, offset, r);
+	}
 	fr = fx_arena_alloc(&o->res_mem, (n ? n : 1) * sizeof(*fr));
 	if (!fr)
 		return -ENOMEM;
@@ -194,13 +218,21 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		} else {
 			out[i] = (struct fx_sym_result){ .n_frames = 1, .frames = &oom_frame };
 		}
-		if (!out[i].sym_name) {
+		if (!out[i].sym_name || out[i].no_symbol) {
 			s->stats.unresolved++;
 			if (other_path && out[i].frames != &oom_frame) {
-				const struct fx_sym_frame *fr = fallback_frame(o, base, offsets[i]);
+				/* of the function's start, or of the address */
+				uint64_t off =
+					out[i].no_symbol
+						? offsets[i] - (out[i].rel_addr - out[i].sym_addr)
+						: offsets[i];
+				const struct fx_sym_frame *fr = fallback_frame(o, base, off);
 
-				if (fr)
+				if (fr) {
 					out[i].frames = fr;
+					if (out[i].no_symbol)
+						out[i].sym_name = fr->name;
+				}
 			}
 		}
 	}

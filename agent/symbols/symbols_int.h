@@ -68,6 +68,11 @@ struct func {
 	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
 };
 
+/* A function's range from its FDE, for objects without symbols (fde.c). */
+struct fde_range {
+	uint64_t start, end; /* SVMA */
+};
+
 struct dfunc {
 	uint64_t lo, hi;
 	Dwarf_Off off;
@@ -111,6 +116,9 @@ struct object {
 	struct func *funcs;
 	size_t n_funcs;
 	struct strpool strs;
+	/* With no symbol table at all: the functions' ranges from .eh_frame. */
+	struct fde_range *fdes;
+	size_t n_fdes;
 
 	/* DWARF, from the debug file or from the object itself. */
 	int dw_fd;
@@ -202,6 +210,10 @@ void sym_pool_free(struct strpool *p);
 /* Adds the function symbols of @elf's sections of @type (SHT_SYMTAB or
  * SHT_DYNSYM) to @fv, their names in @o's pool. Returns 0 or -ENOMEM. */
 int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type);
+/* Adds the PLT stubs of @elf as functions named "<symbol>@plt", as perf
+ * names them (x86-64: .plt.sec's entries, or .plt's after the first, 16 bytes
+ * each, in .rela.plt's order). Returns 0 or -ENOMEM. */
+int sym_add_plt(struct object *o, struct func_vec *fv, Elf *elf);
 /* Sorts @fv, keeps one name per address, and makes it @o's table (taking
  * @fv->v). */
 void sym_finish_funcs(struct object *o, struct func_vec *fv);
@@ -209,6 +221,14 @@ void sym_finish_funcs(struct object *o, struct func_vec *fv);
 const struct func *sym_lookup_func(const struct object *o, uint64_t addr);
 /* @f's name as shown: demangled unless the symbolizer says not to. */
 const char *sym_func_name(struct fx_symbolizer *s, struct object *o, struct func *f);
+
+/* ---- fde.c ---- */
+
+/* Reads the functions' ranges of @elf's .eh_frame into @o (nothing when the
+ * .eh_frame_hdr is absent or of a form not read). Returns 0 or -ENOMEM. */
+int sym_load_fdes(struct object *o, Elf *elf);
+/* The FDE range of @o holding the SVMA @addr, or NULL. */
+const struct fde_range *sym_lookup_fde(const struct object *o, uint64_t addr);
 
 /* ---- load.c ---- */
 

@@ -32,9 +32,15 @@ struct fx_sym_result {
 	uint32_t n_frames;    /* >= 1 */
 	/* [0] is the real function, [1..] the functions inlined into it, the
 	 * innermost (where the address really is) last. With no symbol, one frame
-	 * named "<base name of the source's path>+0x<file offset>" (one build-id may
-	 * be asked for at several paths: each gets its own name). */
+	 * named "<base name of the source's path>+0x<file offset>": of the
+	 * function's start where an FDE covers the address (no_symbol), else of
+	 * the address (sym_name NULL). One build-id may be asked for at several
+	 * paths: each gets its own name. */
 	const struct fx_sym_frame *frames;
+	/* No symbol: sym_name is made up, "<base name>+0x<file offset of the
+	 * function's start>", the function's range taken from its FDE in
+	 * .eh_frame (so every address of one function shares the name). */
+	bool no_symbol;
 };
 
 /* How to read one object. */

@@ -12,7 +12,9 @@
  * names must never be opened without checking what it is.
  * Checks: the build-id is a length within the buffer or -ENOENT/-ENOEXEC;
  * every result has frames with non-empty NUL-terminated names; an address
- * without a symbol gets exactly the "<base name>+0x<offset>" frame; asking
+ * without a symbol gets exactly the "<base name>+0x<offset>" frame, or, where
+ * an FDE covers it, "<base name>+0x<function start>" as its symbol and only
+ * frame, the start at or before the address and within its range; asking
  * again in the same batch gives the very same results (the cache), and in
  * the next batch equal ones.
  */
@@ -112,6 +114,19 @@ static void check_result(const struct fx_sym_result *r, uint64_t offset, int ret
 		FUZZ_CHECK(!f->file || strlen(f->file) < 65536, "frame %u file", i);
 	}
 	FUZZ_CHECK(!r->sym_name || strlen(r->sym_name) > 0, "empty symbol name");
+	if (r->no_symbol) {
+		uint64_t start = r->rel_addr - r->sym_addr;
+
+		FUZZ_CHECK(r->sym_addr <= r->rel_addr && start < r->sym_size && start <= offset,
+			   "FDE name: address %#" PRIx64 " outside [%#" PRIx64 ", +%#" PRIx64 ")",
+			   r->rel_addr, r->sym_addr, r->sym_size);
+		snprintf(fallback, sizeof(fallback), BASE_NAME "+0x%" PRIx64, offset - start);
+		FUZZ_CHECK(r->n_frames == 1 && !strcmp(r->frames[0].name, fallback) &&
+				   !strcmp(r->sym_name, fallback),
+			   "FDE name '%s', frame '%s', want '%s'", r->sym_name, r->frames[0].name,
+			   fallback);
+		return;
+	}
 	if (r->sym_name && ret == 0)
 		return;
 	snprintf(fallback, sizeof(fallback), BASE_NAME "+0x%" PRIx64, offset);
