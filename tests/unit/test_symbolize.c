@@ -312,6 +312,107 @@ static int count_fds(void)
 	return n;
 }
 
+/* A stripped object without a debug file: every address of a function that
+ * has no symbol gets the one name of the function's start, from its FDE;
+ * an address no FDE covers keeps the plain "<base>+0x<offset>". Asked at
+ * another path, the same file's names follow that path. */
+static void test_fde_names(void **state)
+{
+	const char *dirs[] = { "/nonexistent-fx-debug", NULL };
+	struct fx_symbolizer_opts opts = { .debug_dirs = dirs };
+	struct elf_sym hid = fixture_sym(FIX("libfxfix.so"), "fx_fix_hidden");
+	uint64_t offs[3] = { hid.offset + 1, hid.offset + hid.size - 1, 0x10 };
+	struct fx_sym_result r[3], o[3];
+	char want[96], other[128], want_other[96];
+	struct fx_symbolizer *s;
+
+	(void)state;
+	s = fx_symbolizer_new(&opts);
+	assert_non_null(s);
+	assert_int_equal(resolve_path(s, FIX("libfxfix-stripped.so"), offs, 3, r), 0);
+	snprintf(want, sizeof(want), "libfxfix-stripped.so+0x%" PRIx64, hid.offset);
+	for (int i = 0; i < 2; i++) {
+		assert_true(r[i].no_symbol);
+		assert_non_null(r[i].sym_name);
+		assert_string_equal(r[i].sym_name, want);
+		assert_int_equal(r[i].n_frames, 1);
+		assert_string_equal(r[i].frames[0].name, want);
+		assert_int_equal(r[i].sym_addr, hid.vaddr - hid.base);
+		assert_int_equal(r[i].sym_size, hid.size);
+	}
+	assert_false(r[2].no_symbol);
+	assert_null(r[2].sym_name);
+	assert_string_equal(r[2].frames[0].name, "libfxfix-stripped.so+0x10");
+
+	snprintf(other, sizeof(other), "%s/libother.so", FX_FIXTURE_DIR);
+	unlink(other);
+	assert_int_equal(symlink(FIX("libfxfix-stripped.so"), other), 0);
+	assert_int_equal(resolve_path(s, other, offs, 2, o), 0);
+	snprintf(want_other, sizeof(want_other), "libother.so+0x%" PRIx64, hid.offset);
+	assert_string_equal(o[0].sym_name, want_other);
+	assert_string_equal(o[1].frames[0].name, want_other);
+	unlink(other);
+	fx_symbolizer_free(s);
+}
+
+/* PLT stubs are named "<symbol>@plt" as binutils names them: every stub
+ * objdump labels in a system binary gets the same name. */
+static void test_plt_names(void **state)
+{
+	const char *bin = "/usr/bin/ls";
+	char cmd[256], line[512], name[256];
+	GElf_Shdr sh = { 0 };
+	Elf_Scn *scn = NULL;
+	size_t shstrndx, checked = 0;
+	const char *sec = ".plt";
+	unsigned long long addr;
+	struct fx_symbolizer *s;
+	FILE *p;
+	Elf *elf;
+	int fd;
+
+	(void)state;
+	elf = read_elf(bin, &fd);
+	assert_int_equal(elf_getshdrstrndx(elf, &shstrndx), 0);
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr h;
+		const char *n;
+
+		if (!gelf_getshdr(scn, &h))
+			continue;
+		n = elf_strptr(elf, shstrndx, h.sh_name);
+		if (n && (!strcmp(n, ".plt.sec") || (!strcmp(n, ".plt") && !sh.sh_size))) {
+			sh = h;
+			sec = !strcmp(n, ".plt.sec") ? ".plt.sec" : ".plt";
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	assert_true(sh.sh_size > 32);
+	snprintf(cmd, sizeof(cmd), "objdump -d -j %s %s", sec, bin);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	s = fx_symbolizer_new(NULL);
+	while (fgets(line, sizeof(line), p)) {
+		uint64_t off;
+		struct fx_sym_result r;
+
+		/* "<x@plt>": a stub; "<x@plt-0x10>" is the resolver before them */
+		if (sscanf(line, "%llx <%255[^>]>:", &addr, name) != 2 || !ends_with(name, "@plt"))
+			continue;
+		off = addr - sh.sh_addr + sh.sh_offset + 4;
+		assert_int_equal(resolve_path(s, bin, &off, 1, &r), 0);
+		assert_non_null(r.sym_name);
+		assert_string_equal(r.sym_name, name);
+		assert_false(r.no_symbol);
+		checked++;
+	}
+	assert_int_equal(pclose(p), 0);
+	/* ls calls dozens of libc functions through its PLT */
+	assert_true(checked >= 10);
+	fx_symbolizer_free(s);
+}
+
 static void test_debug_file_by_build_id(void **state)
 {
 	char root[64], empty[128];
@@ -846,6 +947,8 @@ int main(void)
 		cmocka_unit_test(test_memory_bounds),
 		cmocka_unit_test(test_cpp_demangled),
 		cmocka_unit_test(test_debug_file_by_build_id),
+		cmocka_unit_test(test_fde_names),
+		cmocka_unit_test(test_plt_names),
 		cmocka_unit_test(test_debug_file_by_debuglink),
 		cmocka_unit_test(test_lld_segments),
 		cmocka_unit_test(test_bad_files),
