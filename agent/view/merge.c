@@ -626,8 +626,11 @@ static int cmp_window(const void *a, const void *b)
 static int add_gaps(struct merge *m)
 {
 	size_t n = m->windows.n;
-	uint64_t *w = malloc(n * 5 * sizeof(*w) + 1);
+	uint64_t *w;
 
+	if (n < 2)
+		return 0;
+	w = malloc(n * 5 * sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	memcpy(w, m->windows.v, n * 5 * sizeof(*w));
@@ -711,7 +714,8 @@ int merge_finish(struct merge *m)
 		return -ENOMEM;
 	for (size_t i = 0; i < nt; i++)
 		m->order[i] = (uint32_t)i;
-	qsort_r(m->order, nt, sizeof(*m->order), cmp_track, m);
+	if (nt)
+		qsort_r(m->order, nt, sizeof(*m->order), cmp_track, m);
 	m->nhosts = 0;
 	for (size_t i = 0; i < nt; i++) {
 		m->order[nt + m->order[i]] = (uint32_t)i;
@@ -719,7 +723,8 @@ int merge_finish(struct merge *m)
 				  rectab_at(&m->tracks, m->order[i - 1])[0])
 			m->nhosts++;
 	}
-	qsort_r(m->samples, m->nsamples, sizeof(*m->samples), cmp_sample, m);
+	if (m->nsamples) /* qsort's array may not be NULL, even empty */
+		qsort_r(m->samples, m->nsamples, sizeof(*m->samples), cmp_sample, m);
 	if (!isfinite(m->start)) {
 		m->start = 0;
 		m->end = 0;

@@ -147,7 +147,7 @@ int view_pool_put(struct view_pool *p, const char *name, const void *data, size_
 	j->why[0] = '\0';
 	if (!err && fx_grow(&j->data, &j->cap, len ? len : 1, 1) < 0)
 		return -ENOMEM;
-	if (!err)
+	if (!err && len)
 		memcpy(j->data, data, len);
 	if (!err && !p->nworkers)
 		parse(p, j);
