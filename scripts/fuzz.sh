@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh [SECONDS]
 #
 # Environment: FX_FUZZ_BUILD (build directory, default build-fuzz/ in the
-# repository), FX_FUZZ_TARGETS (default "config record symbolize json chunk"),
+# repository), FX_FUZZ_TARGETS (default "config record symbolize json chunk view"),
 # CC (default clang-14, else clang).
 # Exit status 0 when no target crashed, leaked, timed out, ran out of memory
 # or tripped a sanitizer; else 1, after printing each failing input's path
@@ -20,7 +20,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FX_FUZZ_BUILD:-$root/build-fuzz}
-targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk}
+targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk view}
 cc=${CC:-}
 if [ -z "$cc" ]; then
 	cc=$(command -v clang-14 || command -v clang || true)
