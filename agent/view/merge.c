@@ -668,26 +668,33 @@ static int add_gaps(struct merge *m)
 /* A host with markers but no samples still gets a track to show them. */
 static int track_per_host(struct merge *m)
 {
-	for (size_t i = 0; i < m->nmarkers; i++) {
-		uint64_t key[REC_MAX] = { m->markers[i].host };
-		uint32_t empty = strtab_add(&m->strs, "", 0);
-		bool found = false;
+	uint32_t empty = strtab_add(&m->strs, "", 0);
+	bool *has; /* by host string: it has a track */
+	int rc = 0;
 
-		for (size_t t = 0; t < m->tracks.n && !found; t++)
-			found = rectab_at(&m->tracks, t)[0] == key[0];
-		if (found)
+	if (empty == UINT32_MAX)
+		return -ENOMEM;
+	has = calloc(m->strs.n, sizeof(*has));
+	if (!has)
+		return -ENOMEM;
+	for (size_t t = 0; t < m->tracks.n; t++)
+		has[rectab_at(&m->tracks, t)[0]] = true;
+	for (size_t i = 0; rc == 0 && i < m->nmarkers; i++) {
+		uint32_t host = m->markers[i].host;
+		uint64_t key[REC_MAX] = { host, empty };
+
+		if (has[host])
 			continue;
-		if (empty == UINT32_MAX)
-			return -ENOMEM;
-		key[1] = empty;
+		has[host] = true;
 		if (rectab_add(&m->tracks, key) == UINT32_MAX ||
 		    fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
-			return -ENOMEM;
-		m->tinfo[m->tracks.n - 1] = (struct mtrack){ .name = m->markers[i].host,
-							     .process_name = m->markers[i].host,
-							     .main = true };
+			rc = -ENOMEM;
+		else
+			m->tinfo[m->tracks.n - 1] =
+				(struct mtrack){ .name = host, .process_name = host, .main = true };
 	}
-	return 0;
+	free(has);
+	return rc;
 }
 
 int merge_finish(struct merge *m)
