@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -249,6 +250,17 @@ static int check_metrics(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* Whether debuginfod will be asked: servers in the config, or none named
+ * there and some in DEBUGINFOD_URLS. */
+static bool debuginfod_on(const struct fx_config *c)
+{
+	const char *u = c->symbolization.debuginfod_urls;
+
+	if (!u)
+		u = getenv("DEBUGINFOD_URLS");
+	return u && u[strspn(u, " ")] && c->symbolization.debuginfod_cache;
+}
+
 int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen)
 {
 	int rc = 0;
@@ -266,5 +278,9 @@ int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen)
 		rc = fx_trust_dir(c->spool.directory, "spool.directory", false, err, errlen);
 	if (!rc && c->metrics.textfile)
 		rc = check_metrics(c->metrics.textfile, err, errlen);
+	/* The cache is made only when there are servers to ask. */
+	if (!rc && debuginfod_on(c))
+		rc = fx_trust_dir(c->symbolization.debuginfod_cache,
+				  "symbolization.debuginfod_cache", false, err, errlen);
 	return rc;
 }

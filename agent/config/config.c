@@ -84,9 +84,15 @@ int fx_config_defaults(struct fx_config *c)
 	c->output.directory = strdup("/var/lib/fxagent/chunks");
 	c->symbolization.debug_dirs[0] = strdup("/usr/lib/debug");
 	c->symbolization.ndebug_dirs = 1;
+	c->symbolization.debuginfod_cache = strdup("/var/lib/fxagent/debuginfod");
+	c->symbolization.debuginfod_cache_max = 2ull << 30;
+	c->symbolization.debuginfod_timeout_ms = 10000;
+	c->symbolization.debuginfod_budget_ms = 15000;
+	c->symbolization.debuginfod_retry_s = 600;
 	c->spool.directory = strdup("/var/lib/fxagent/spool");
 	if (!c->labels[0].key || !c->labels[0].value || !c->output.directory ||
-	    !c->symbolization.debug_dirs[0] || !c->spool.directory) {
+	    !c->symbolization.debug_dirs[0] || !c->symbolization.debuginfod_cache ||
+	    !c->spool.directory) {
 		fx_config_release(c);
 		return -ENOMEM;
 	}
@@ -209,6 +215,8 @@ void fx_config_release(struct fx_config *c)
 	free(c->output.directory);
 	for (i = 0; i < c->symbolization.ndebug_dirs; i++)
 		free(c->symbolization.debug_dirs[i]);
+	free(c->symbolization.debuginfod_urls);
+	free(c->symbolization.debuginfod_cache);
 	free(c->upload.url);
 	for (i = 0; i < c->upload.nheaders; i++) {
 		free(c->upload.headers[i].key);

@@ -5,6 +5,12 @@
 #include "config_int.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* debuginfod servers listed, and the length of one URL. */
+#define DEBUGINFOD_URLS_MAX 8
+#define DEBUGINFOD_URL_MAX  1024
 
 int cfg_get_sampling(struct ctx *x, const struct node *n)
 {
@@ -88,15 +94,99 @@ int cfg_get_output(struct ctx *x, const struct node *n)
 	return r;
 }
 
+/* symbolization.debuginfod_urls: a list of http(s) URLs, kept as one
+ * space-separated string as libdebuginfod takes them; [] turns debuginfod off
+ * even where DEBUGINFOD_URLS is set. */
+static int get_debuginfod_urls(struct ctx *x, const struct node *l)
+{
+	const char *what = "a list of http:// or https:// URLs of debuginfod servers";
+	char sub[PATH_BUF], *out;
+	size_t total = 1, i;
+	int r;
+
+	r = cfg_check_node(x, l, "symbolization.debuginfod_urls");
+	if (r)
+		return r;
+	if (l->type != N_SEQ)
+		return cfg_expected(x, l, "symbolization.debuginfod_urls", what);
+	if (l->nkid > DEBUGINFOD_URLS_MAX)
+		return fail(x, l->kid[DEBUGINFOD_URLS_MAX], "symbolization.debuginfod_urls",
+			    "expected at most %d servers, got %zu", DEBUGINFOD_URLS_MAX, l->nkid);
+	for (i = 0; i < l->nkid; i++) {
+		const char *u;
+		size_t len;
+
+		cfg_item_path(sub, "symbolization.debuginfod_urls", i);
+		r = cfg_get_text(x, l->kid[i], sub, "an http:// or https:// URL", &u, &len);
+		if (r)
+			return r;
+		/* A space would split it in two for libdebuginfod. */
+		if (len > DEBUGINFOD_URL_MAX || memchr(u, ' ', len) ||
+		    !((len > 7 && !strncasecmp(u, "http://", 7) && !strchr("/?#", u[7])) ||
+		      (len > 8 && !strncasecmp(u, "https://", 8) && !strchr("/?#", u[8]))))
+			return cfg_expected_str(x, l->kid[i], sub,
+						"an http:// or https:// URL with a host, without "
+						"spaces (a space is %20), of at most 1024 bytes");
+		total += len + 1;
+	}
+	out = calloc(1, total);
+	if (!out)
+		return cfg_nomem(x);
+	for (i = 0, total = 0; i < l->nkid; i++) {
+		if (i)
+			out[total++] = ' ';
+		memcpy(out + total, l->kid[i]->str, l->kid[i]->len);
+		total += l->kid[i]->len;
+	}
+	free(x->c->symbolization.debuginfod_urls);
+	x->c->symbolization.debuginfod_urls = out;
+	return 0;
+}
+
+/* The debuginfod_* keys: @v[0] is debuginfod_urls, then cache, cache_max,
+ * timeout, budget, retry. */
+static int get_debuginfod(struct ctx *x, const struct node *const *v)
+{
+	struct fx_config *c = x->c;
+	uint64_t u;
+	int r = 0;
+
+	if (v[0] && !cfg_is_null(v[0]))
+		r = get_debuginfod_urls(x, v[0]);
+	if (!r && v[1])
+		r = cfg_get_abs_path(x, v[1], "symbolization.debuginfod_cache", "an absolute path",
+				     false, &c->symbolization.debuginfod_cache);
+	if (!r && v[2])
+		r = cfg_get_size(x, v[2], "symbolization.debuginfod_cache_max", 16ull << 20,
+				 1ull << 40, &c->symbolization.debuginfod_cache_max);
+	if (!r && v[3] &&
+	    !(r = cfg_get_duration(x, v[3], "symbolization.debuginfod_timeout", 1000, 600000, 1,
+				   &u)))
+		c->symbolization.debuginfod_timeout_ms = (unsigned)u;
+	if (!r && v[4] &&
+	    !(r = cfg_get_duration(x, v[4], "symbolization.debuginfod_budget", 1000, 3600000, 1,
+				   &u)))
+		c->symbolization.debuginfod_budget_ms = (unsigned)u;
+	if (!r && v[5] &&
+	    !(r = cfg_get_duration(x, v[5], "symbolization.debuginfod_retry", 1000, 7ull * 86400000,
+				   1000, &u)))
+		c->symbolization.debuginfod_retry_s = (unsigned)(u / 1000);
+	return r;
+}
+
 int cfg_get_symbolization(struct ctx *x, const struct node *n)
 {
-	static const char *const keys[] = { "debug_dirs", "demangle", "max_memory" };
-	const struct node *v[3], *k[3];
+	static const char *const keys[] = { "debug_dirs",	  "demangle",
+					    "max_memory",	  "debuginfod_urls",
+					    "debuginfod_cache",	  "debuginfod_cache_max",
+					    "debuginfod_timeout", "debuginfod_budget",
+					    "debuginfod_retry" };
+	const struct node *v[NUNITS(keys)], *k[NUNITS(keys)];
 	char sub[PATH_BUF];
 	size_t i;
 	int r;
 
-	r = cfg_get_map(x, n, "symbolization", "a mapping", keys, 3, v, k);
+	r = cfg_get_map(x, n, "symbolization", "a mapping", keys, NUNITS(keys), v, k);
 	if (!r && v[0])
 		r = cfg_check_node(x, v[0], "symbolization.debug_dirs");
 	if (!r && v[0] && !cfg_is_null(v[0])) {
@@ -128,5 +218,7 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 	if (!r && v[2])
 		r = cfg_get_size(x, v[2], "symbolization.max_memory", 1ull << 20, 16ull << 30,
 				 &x->c->symbolization.max_memory);
+	if (!r)
+		r = get_debuginfod(x, v + 3);
 	return r;
 }

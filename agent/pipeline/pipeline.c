@@ -376,6 +376,7 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 		return 0;
 	}
 	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode;
+	fx_publish_setenv(cfg);
 	fx_sampler_disable(p->sampler);
 	/* Still held: what the rings hold goes into the window being cut, not
 	 * into one that a rotation would open with the old config. */

@@ -138,6 +138,9 @@ size_t fx_targets_route(void *ctx, const struct fx_record_sample *s, const struc
 /* The publisher and its sink (a thread when p->opts.thread). Returns 0 or
  * -errno (logged). */
 int fx_publish_new(struct fx_pipeline *p, struct publisher **out);
+/* Sets the environment libdebuginfod reads (fxagent/debuginfod.h) from
+ * @cfg: at the start, before the pipeline's threads, and at each reload. */
+void fx_publish_setenv(const struct fx_config *cfg);
 /* Takes @b (and a reference to b->g): queued for the thread, or written now. */
 void fx_publish_push(struct publisher *pub, struct batch *b);
 /* Writes or waits for what is queued, and ends the thread. */

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fxagent/debuginfod.h"
 #include "fxagent/hash.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
@@ -38,7 +39,9 @@ struct publisher {
 	struct gen *sink_gen;		 /* the config the sinks were made for */
 	struct fx_shipper_stats up_base; /* counts of the spool sinks replaced */
 	/* The publisher thread's own. */
-	struct gen *sym_gen; /* the config the symbolizer was made for */
+	struct gen *sym_gen;		      /* the config the symbolizer was made for */
+	struct fx_debuginfod *dbgd;	      /* the symbolizer's, or NULL */
+	struct fx_debuginfod_stats dbgd_base; /* counts of the clients replaced */
 	struct fx_symbolizer *sym;
 	uint64_t sym_mark;
 	struct fx_symbolizer_stats sym_base; /* counts of the symbolizers replaced */
@@ -132,45 +135,87 @@ static void free_batch(struct fx_pipeline *p, struct batch *b)
 
 /* ---- what a reloaded config changes ---- */
 
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
 static bool same_symbolization(const struct fx_config *a, const struct fx_config *b)
 {
-	if (a->symbolization.demangle != b->symbolization.demangle ||
-	    a->symbolization.max_memory != b->symbolization.max_memory ||
-	    a->symbolization.ndebug_dirs != b->symbolization.ndebug_dirs)
+#define SAME(f) (a->symbolization.f == b->symbolization.f)
+	if (!SAME(demangle) || !SAME(max_memory) || !SAME(ndebug_dirs) ||
+	    !same_str(a->symbolization.debuginfod_urls, b->symbolization.debuginfod_urls) ||
+	    !same_str(a->symbolization.debuginfod_cache, b->symbolization.debuginfod_cache) ||
+	    !SAME(debuginfod_cache_max) || !SAME(debuginfod_timeout_ms) ||
+	    !SAME(debuginfod_budget_ms) || !SAME(debuginfod_retry_s))
 		return false;
+#undef SAME
 	for (size_t i = 0; i < a->symbolization.ndebug_dirs; i++)
 		if (strcmp(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]))
 			return false;
 	return true;
 }
 
-static struct fx_symbolizer *symbolizer_for(const struct fx_config *cfg)
+static struct fx_debuginfod_opts debuginfod_opts(const struct fx_config *cfg)
 {
-	const char *const *dirs = (const char *const *)cfg->symbolization.debug_dirs;
-	struct fx_symbolizer_opts so = { .debug_dirs = cfg->symbolization.ndebug_dirs ? dirs : NULL,
-					 .no_demangle = !cfg->symbolization.demangle,
-					 .max_bytes = cfg->symbolization.max_memory };
-
-	return fx_symbolizer_new(&so);
+	return (struct fx_debuginfod_opts){
+		.urls = cfg->symbolization.debuginfod_urls,
+		.cache_dir = cfg->symbolization.debuginfod_cache,
+		.cache_max_bytes = cfg->symbolization.debuginfod_cache_max,
+		.timeout_ms = cfg->symbolization.debuginfod_timeout_ms,
+		.budget_ms = cfg->symbolization.debuginfod_budget_ms,
+		.retry_s = cfg->symbolization.debuginfod_retry_s,
+	};
 }
 
-/* The symbolizer of @g's config: kept while the settings stay the same. */
+void fx_publish_setenv(const struct fx_config *cfg)
+{
+	struct fx_debuginfod_opts o = debuginfod_opts(cfg);
+
+	fx_debuginfod_setenv(&o);
+}
+
+/* The symbolizer (and debuginfod client) of @g's config: kept while the
+ * settings stay the same. */
 static void switch_symbolizer(struct publisher *pub, struct gen *g)
 {
-	if (!pub->sym || !same_symbolization(pub->sym_gen->cfg, g->cfg)) {
-		struct fx_symbolizer *ns = symbolizer_for(g->cfg);
+	const struct fx_config *cfg = g->cfg;
+
+	if (!pub->sym || !same_symbolization(pub->sym_gen->cfg, cfg)) {
+		const char *const *dirs = (const char *const *)cfg->symbolization.debug_dirs;
+		struct fx_debuginfod_opts dopts = debuginfod_opts(cfg);
+		struct fx_debuginfod *nd = fx_debuginfod_new(&dopts);
+		struct fx_symbolizer_opts so = {
+			.debug_dirs = cfg->symbolization.ndebug_dirs ? dirs : NULL,
+			.no_demangle = !cfg->symbolization.demangle,
+			.max_bytes = cfg->symbolization.max_memory,
+			.debuginfod = nd,
+		};
+		struct fx_symbolizer *ns = fx_symbolizer_new(&so);
 
 		if (ns) {
 			struct fx_symbolizer_stats ss;
+			struct fx_debuginfod_stats ds;
 
 			if (pub->sym) {
 				fx_symbolizer_get_stats(pub->sym, &ss);
 				pub->sym_base.lookups += ss.lookups;
 				pub->sym_base.cache_hits += ss.cache_hits;
 			}
+			fx_debuginfod_get_stats(pub->dbgd, &ds);
+			pub->dbgd_base.hits += ds.hits;
+			pub->dbgd_base.misses += ds.misses;
+			pub->dbgd_base.errors += ds.errors;
+			pub->dbgd_base.bytes += ds.bytes;
+			pub->dbgd_base.deferred += ds.deferred;
+			pub->dbgd_base.evicted += ds.evicted;
 			fx_symbolizer_free(pub->sym);
+			fx_debuginfod_free(pub->dbgd);
 			pub->sym = ns;
+			pub->dbgd = nd;
 			pub->sym_mark = 0;
+		} else {
+			fx_debuginfod_free(nd);
 		}
 	}
 	if (pub->sym_gen != g) {
@@ -269,6 +314,7 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 	const struct fx_pipeline_stats *ps = &pub->p->stats;
 	const struct fx_shipper_stats *ub = &pub->up_base;
 	struct fx_symbolizer_stats ss = { 0 };
+	struct fx_debuginfod_stats ds;
 	const struct totals *t = &b->tot;
 	int ret;
 
@@ -276,6 +322,7 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		return;
 	if (pub->sym)
 		fx_symbolizer_get_stats(pub->sym, &ss);
+	fx_debuginfod_get_stats(pub->dbgd, &ds);
 	const struct fx_metric m[] = {
 		{ "fxagent_windows_total", "Windows closed.", false, NULL, NULL,
 		  (double)t->windows },
@@ -312,6 +359,23 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		  (double)(pub->sym_base.lookups + ss.lookups) },
 		{ "fxagent_symbol_cache_hits_total", "Addresses answered from the symbol cache.",
 		  false, NULL, NULL, (double)(pub->sym_base.cache_hits + ss.cache_hits) },
+		{ "fxagent_debuginfod_hits_total",
+		  "Debug files found on a debuginfod server or in its cache.", false, NULL, NULL,
+		  (double)(pub->dbgd_base.hits + ds.hits) },
+		{ "fxagent_debuginfod_misses_total",
+		  "Debug files no debuginfod server has (remembered for debuginfod_retry).", false,
+		  NULL, NULL, (double)(pub->dbgd_base.misses + ds.misses) },
+		{ "fxagent_debuginfod_errors_total",
+		  "debuginfod requests that failed or were cut at their time bound.", false, NULL,
+		  NULL, (double)(pub->dbgd_base.errors + ds.errors) },
+		{ "fxagent_debuginfod_bytes_total", "Bytes of debug files downloaded.", false, NULL,
+		  NULL, (double)(pub->dbgd_base.bytes + ds.bytes) },
+		{ "fxagent_debuginfod_deferred_total",
+		  "debuginfod requests put off to a later window (debuginfod_budget spent).", false,
+		  NULL, NULL, (double)(pub->dbgd_base.deferred + ds.deferred) },
+		{ "fxagent_debuginfod_evicted_total",
+		  "Debug files removed from the cache to stay under debuginfod_cache_max.", false,
+		  NULL, NULL, (double)(pub->dbgd_base.evicted + ds.evicted) },
 		{ "fxagent_targets", "Targets configured (1: the whole system).", true, NULL, NULL,
 		  (double)t->targets },
 		{ "fxagent_targets_sampled", "Targets being sampled (a cgroup found).", true, NULL,
@@ -468,6 +532,8 @@ int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
 	fx_targets_gen_get(p, p->g);
 	pub->sym_gen = pub->sink_gen = p->g;
 	*out = pub;
+	/* Before any thread of ours (the uploader, the publisher) starts. */
+	fx_publish_setenv(p->g->cfg);
 	ret = open_sinks(pub, p->g);
 	if (ret < 0 || !p->opts.thread)
 		return ret;
@@ -543,6 +609,7 @@ void fx_publish_free(struct publisher *pub)
 	fx_sink_free(pub->file, 0);
 	fx_kallsyms_free(pub->ks);
 	fx_symbolizer_free(pub->sym);
+	fx_debuginfod_free(pub->dbgd);
 	fx_targets_gen_put(pub->p, pub->sym_gen);
 	fx_targets_gen_put(pub->p, pub->sink_gen);
 	pthread_cond_destroy(&pub->cv);

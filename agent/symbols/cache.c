@@ -81,6 +81,7 @@ void sym_object_free(struct fx_symbolizer *s, struct object *o)
 		return;
 	sym_release_dwarf(s, o);
 	free(o->dw_path);
+	free(o->debug_path);
 	free(o->src_path);
 	free(o->funcs);
 	free(o->fdes);
@@ -153,6 +154,13 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
 		if (o->err &&
 		    (o->from_fd != (src->fd >= 0) ||
 		     strcmp(o->src_path ? o->src_path : "", src->path ? src->path : ""))) {
+			sym_drop_object(s, i);
+			break;
+		}
+		/* Read again, to ask debuginfod again, in a batch that has
+		 * not used it yet (its results of this batch must stay). */
+		if (o->dbgd_again && o->batch != s->batch &&
+		    fx_now_ns(CLOCK_MONOTONIC) >= o->dbgd_again_ns) {
 			sym_drop_object(s, i);
 			break;
 		}

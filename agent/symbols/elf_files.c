@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "fxagent/debuginfod.h"
 #include "fxagent/log.h"
 
 /* The path comes from a binary (its debug link) or a process: only a regular
@@ -213,4 +214,24 @@ int sym_find_debug_file(struct fx_symbolizer *s, const char *path, Elf *elf, con
 		}
 	}
 	return -ENOENT;
+}
+
+int sym_fetch_debug_file(struct fx_symbolizer *s, const uint8_t *id, size_t id_len,
+			 const struct stat *st, int *fd_out, Elf **elf_out, char *found)
+{
+	struct debug_want w = {
+		.id = id, .id_len = id_len, .dev = st->st_dev, .ino = st->st_ino, .found = found
+	};
+	char path[PATH_MAX];
+	int fd;
+
+	if (!s->dbgd || !id || id_len < 2)
+		return -ENOENT;
+	fd = fx_debuginfod_find(s->dbgd, id, id_len, path, sizeof(path));
+	if (fd < 0)
+		return fd;
+	close(fd);
+	/* Opened again as every debug file is: a regular file, an ELF file
+	 * with the object's build-id. */
+	return sym_try_debug_path(&w, fd_out, elf_out, "%s", path);
 }

@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fxagent/debuginfod.h"
 #include "fxagent/log.h"
+#include "fxagent/util.h"
 
 static int load_segments(struct object *o, Elf *elf)
 {
@@ -327,11 +329,33 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 		id = id_buf;
 		id_len = (size_t)len;
 	}
-	if (sym_find_debug_file(s, src->path, elf, id, id_len, &st, &dfd, &delf, dpath) == 0) {
+	ret = sym_find_debug_file(s, src->path, elf, id, id_len, &st, &dfd, &delf, dpath);
+	if (ret == 0) {
+		o->origin = FX_SYM_DEBUG_FILE;
+	} else if (s->dbgd && id && !sym_has_dwarf(elf)) {
+		ret = sym_fetch_debug_file(s, id, id_len, &st, &dfd, &delf, dpath);
+		if (ret == 0) {
+			o->origin = FX_SYM_DEBUGINFOD;
+		} else {
+			/* Deferred: the next batch; a miss or an error: after
+			 * the client's retry time. */
+			o->dbgd_again = true;
+			o->dbgd_again_ns = 0;
+			if (ret != -EAGAIN)
+				o->dbgd_again_ns =
+					fx_now_ns(CLOCK_MONOTONIC) +
+					(uint64_t)fx_debuginfod_retry_s(s->dbgd) * 1000000000ull;
+		}
+	}
+	if (delf) {
+		o->debug_path = strdup(dpath);
 		ret = sym_add_symbols(o, &fv, delf, SHT_SYMTAB);
 		if (ret)
 			goto out;
 	}
+	if (!o->origin)
+		o->origin =
+			sym_find_section(elf, ".symtab", NULL) ? FX_SYM_SYMTAB : FX_SYM_STRIPPED;
 	ret = sym_add_symbols(o, &fv, elf, SHT_SYMTAB);
 	if (!ret)
 		ret = sym_add_symbols(o, &fv, elf, SHT_DYNSYM);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fxagent/debuginfod.h"
 #include "fxagent/elf.h"
 
 /* The name of an address with no symbol: "<base>+0x<file offset>". */
@@ -88,7 +89,7 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 	}
 	if (o->dw_released)
 		sym_reattach_dwarf(s, o);
-	svma = sym_offset_to_svma(o, offset);
+	svma = s->rel_addrs ? o->base + offset : sym_offset_to_svma(o, offset);
 	r->rel_addr = svma - o->base;
 	f = (struct func *)sym_lookup_func(o, svma);
 	if (o->dw)
@@ -155,6 +156,8 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 	if (opts) {
 		s->no_demangle = opts->no_demangle;
 		s->no_inline = opts->no_inline;
+		s->dbgd = opts->debuginfod;
+		s->rel_addrs = opts->rel_addrs;
 	}
 	s->max_bytes = opts && opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
 	return s;
@@ -255,6 +258,7 @@ void fx_symbolizer_begin_batch(struct fx_symbolizer *s)
 	/* The last batch's results are no longer needed: make room. */
 	sym_trim(s);
 	s->batch++;
+	fx_debuginfod_begin_batch(s->dbgd);
 }
 
 uint64_t fx_symbolizer_batch(const struct fx_symbolizer *s)
@@ -286,4 +290,30 @@ void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer
 	out->bytes = 0;
 	for (size_t i = 0; i < s->n_objects; i++)
 		out->bytes += sym_object_bytes(s->objects[i]);
+}
+
+const char *fx_sym_origin_name(enum fx_sym_origin o)
+{
+	switch (o) {
+	case FX_SYM_STRIPPED:
+		return "stripped";
+	case FX_SYM_SYMTAB:
+		return "symtab";
+	case FX_SYM_DEBUG_FILE:
+		return "debug file";
+	case FX_SYM_DEBUGINFOD:
+		return "debuginfod";
+	case FX_SYM_UNREADABLE:
+		break;
+	}
+	return "unreadable";
+}
+
+enum fx_sym_origin fx_symbolizer_origin(struct fx_symbolizer *s, const struct fx_elf_source *src,
+					const char **debug_path)
+{
+	struct object *o = sym_get_object(s, src);
+
+	*debug_path = o && !o->err ? o->debug_path : NULL;
+	return o && !o->err ? o->origin : FX_SYM_UNREADABLE;
 }

@@ -108,6 +108,11 @@ struct object {
 	int err; /* != 0: the object could not be read; every result is a fallback */
 	uint64_t last_use;
 	uint64_t batch; /* the batch that used it last */
+	enum fx_sym_origin origin;
+	/* debuginfod did not answer (a miss, an error, the budget): read the
+	 * object again, asking again, from this CLOCK_MONOTONIC time (ns). */
+	bool dbgd_again;
+	uint64_t dbgd_again_ns;
 
 	uint64_t base;
 	struct load *loads;
@@ -126,6 +131,7 @@ struct object {
 	Dwarf *dw;
 	uint64_t dw_bytes; /* sections, and libdw's tables as they grew */
 	char *dw_path;	   /* to read it again after a release; NULL if not possible */
+	char *debug_path;  /* the debug file whose names are used, or NULL */
 	uint8_t dw_id[FX_BUILD_ID_MAX];
 	size_t dw_id_len;
 	bool dw_released;
@@ -147,6 +153,7 @@ struct object {
 struct fx_symbolizer {
 	char **debug_dirs;
 	bool no_demangle, no_inline;
+	bool rel_addrs; /* "offsets" are addresses relative to the image base */
 	/* MAX_OBJECTS, unless one batch uses more: its results must stay valid. */
 	struct object **objects;
 	size_t n_objects, cap_objects;
@@ -154,6 +161,7 @@ struct fx_symbolizer {
 	uint64_t batch;
 	uint64_t dw_bytes;
 	uint64_t max_bytes;
+	struct fx_debuginfod *dbgd;
 	struct fx_symbolizer_stats stats;
 };
 
@@ -201,6 +209,11 @@ sym_try_debug_path(const struct debug_want *w, int *fd_out, Elf **elf_out, const
 int sym_find_debug_file(struct fx_symbolizer *s, const char *path, Elf *elf, const uint8_t *id,
 			size_t id_len, const struct stat *st, int *fd_out, Elf **elf_out,
 			char *found);
+/* The debug file of build-id @id from debuginfod, as sym_find_debug_file()
+ * (the file must carry the build-id). Returns 0, or -errno: -EAGAIN when it
+ * was not asked for (the batch's budget is spent). */
+int sym_fetch_debug_file(struct fx_symbolizer *s, const uint8_t *id, size_t id_len,
+			 const struct stat *st, int *fd_out, Elf **elf_out, char *found);
 
 /* ---- functab.c ---- */
 

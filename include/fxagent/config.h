@@ -70,6 +70,14 @@ struct fx_config {
 		size_t ndebug_dirs;
 		bool demangle;	     /* default true */
 		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 32 MiB */
+		/* debuginfod_urls: servers, space-separated; NULL (not in the
+		 * file): those of DEBUGINFOD_URLS in the environment; "": none. */
+		char *debuginfod_urls;
+		char *debuginfod_cache;		/* default "/var/lib/fxagent/debuginfod" */
+		uint64_t debuginfod_cache_max;	/* bytes, 16 MiB-1 TiB; default 2 GiB */
+		unsigned debuginfod_timeout_ms; /* one request, 1 s-10 min; default 10 s */
+		unsigned debuginfod_budget_ms;	/* per window, 1 s-1 h; default 15 s */
+		unsigned debuginfod_retry_s; /* a miss asked again after, 1 s-7 d; default 10 min */
 	} symbolization;
 	struct {
 		int level; /* enum fx_log_level; "error" "warning" "notice" "info"

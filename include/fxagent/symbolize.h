@@ -5,7 +5,9 @@
  * table from .symtab (of the separate debug file when there is one) and
  * .dynsym, and opens DWARF (same file, or the debug file found by build-id under
  * the debug directories, or by .gnu_debuglink) for inline frames and file:line.
- * Results are cached by (object, offset). Never touches the network.
+ * Results are cached by (object, offset). The network only with a debuginfod
+ * client in the options: for objects with no DWARF and no local debug file,
+ * within its budget per batch (fxagent/debuginfod.h).
  */
 #ifndef FXAGENT_SYMBOLIZE_H
 #define FXAGENT_SYMBOLIZE_H
@@ -56,11 +58,33 @@ struct fx_symbolizer_opts {
 	const char *const *debug_dirs;
 	bool no_demangle;
 	bool no_inline; /* skip DWARF: only the function tables */
+	/* The "offsets" given to fx_symbolizer_resolve() are addresses
+	 * relative to the image base (a profile's frame addresses, rel_addr),
+	 * not file offsets: for a debug file read in place of its binary,
+	 * whose segments have no file contents. */
+	bool rel_addrs;
 	/* Bytes held between batches (tables, results, DWARF as the heap grew
 	 * for it); 0 = 32 MiB. A batch may go over it: its results stay valid
 	 * to its end, but it releases other objects' DWARF to read new. */
 	uint64_t max_bytes;
+	/* Asked for the debug file of an object that has no DWARF and no
+	 * debug file on disk; NULL: none. Not owned; must outlive the
+	 * symbolizer. A miss or failure is asked again after its retry_s, an
+	 * answer deferred for the budget in the next batch. */
+	struct fx_debuginfod *debuginfod;
 };
+
+/* Where an object's names come from, from the best to the least. */
+enum fx_sym_origin {
+	FX_SYM_UNREADABLE, /* the file could not be read: addresses only */
+	FX_SYM_STRIPPED,   /* .dynsym, PLT stubs and .eh_frame's ranges only */
+	FX_SYM_SYMTAB,	   /* its own .symtab (and DWARF, if it has it) */
+	FX_SYM_DEBUG_FILE, /* a debug file on disk (build-id, .gnu_debuglink) */
+	FX_SYM_DEBUGINFOD, /* a debug file from a debuginfod server */
+};
+
+/* "unreadable", "stripped", "symtab", "debug file", "debuginfod". */
+const char *fx_sym_origin_name(enum fx_sym_origin o);
 
 struct fx_symbolizer_stats {
 	uint64_t objects;    /* objects opened */
@@ -99,6 +123,12 @@ size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch);
  * log it once). */
 int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *src,
 			  const uint64_t *offsets, size_t n, struct fx_sym_result *out);
+
+/* Where the names of @src's object come from, and the path of the debug file
+ * read (*@debug_path, NULL if none; valid as results are). Call after
+ * fx_symbolizer_resolve() for @src in the same batch. */
+enum fx_sym_origin fx_symbolizer_origin(struct fx_symbolizer *s, const struct fx_elf_source *src,
+					const char **debug_path);
 
 void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer_stats *out);
 

@@ -109,6 +109,15 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	assert_int_equal(a->spool.max_age_s, b->spool.max_age_s);
 	assert_int_equal(a->sampling.ring_bytes, b->sampling.ring_bytes);
 	assert_int_equal(a->symbolization.max_memory, b->symbolization.max_memory);
+	assert_str_or_null(a->symbolization.debuginfod_urls, b->symbolization.debuginfod_urls);
+	assert_str_or_null(a->symbolization.debuginfod_cache, b->symbolization.debuginfod_cache);
+	assert_int_equal(a->symbolization.debuginfod_cache_max,
+			 b->symbolization.debuginfod_cache_max);
+	assert_int_equal(a->symbolization.debuginfod_timeout_ms,
+			 b->symbolization.debuginfod_timeout_ms);
+	assert_int_equal(a->symbolization.debuginfod_budget_ms,
+			 b->symbolization.debuginfod_budget_ms);
+	assert_int_equal(a->symbolization.debuginfod_retry_s, b->symbolization.debuginfod_retry_s);
 	assert_str_or_null(a->metrics.textfile, b->metrics.textfile);
 }
 
@@ -198,6 +207,21 @@ static void check_full(const struct fx_config *c)
 	assert_string_equal(c->metrics.textfile, "/var/lib/node-exporter/fxagent.prom");
 	assert_int_equal(c->sampling.ring_bytes, 64 << 10);
 	assert_int_equal(c->symbolization.max_memory, 8 << 20);
+	/* One space-separated list, as libdebuginfod takes DEBUGINFOD_URLS. */
+	assert_string_equal(c->symbolization.debuginfod_urls,
+			    "http://debuginfod.lan:8002 https://debuginfod.example/x");
+	assert_string_equal(c->symbolization.debuginfod_cache, "/srv/fxagent/debuginfod");
+	assert_int_equal(c->symbolization.debuginfod_cache_max, 512 << 20);
+	assert_int_equal(c->symbolization.debuginfod_timeout_ms, 2500);
+	assert_int_equal(c->symbolization.debuginfod_budget_ms, 60000);
+	assert_int_equal(c->symbolization.debuginfod_retry_s, 3600);
+}
+
+static void check_no_debuginfod(const struct fx_config *c)
+{
+	/* [] is "none", not "those of the environment" (NULL). */
+	assert_non_null(c->symbolization.debuginfod_urls);
+	assert_string_equal(c->symbolization.debuginfod_urls, "");
 }
 
 static void check_low_edges(const struct fx_config *c)
@@ -401,6 +425,8 @@ static const struct tcase cases[] = {
 	  "{\"window\": &w {seconds: 5}, 'sampling': {}}", 0, NULL, NULL, 0, NULL, check_window_5 },
 	{ "an empty debug_dirs list means none", "symbolization:\n  debug_dirs: []\n", 0, NULL,
 	  NULL, 0, NULL, check_no_debug_dirs },
+	{ "an empty debuginfod_urls list means no server",
+	  "symbolization:\n  debuginfod_urls: []\n", 0, NULL, NULL, 0, NULL, check_no_debuginfod },
 	{ "unit names: templates, other types, the .service shorthand",
 	  "targets:\n  - {name: a, systemd_unit: getty@tty1.service}\n"
 	  "  - {name: b, systemd_unit: user.slice}\n  - {name: c, systemd_unit: my.app}\n",
@@ -597,6 +623,26 @@ static const struct tcase cases[] = {
 	{ "a relative debug dir", "symbolization:\n  debug_dirs: [/usr/lib/debug, debug]\n", 0,
 	  NULL, NULL, -EINVAL,
 	  ":2:32: symbolization.debug_dirs[1]: expected an absolute path, got \"debug\"", NULL },
+	{ "a debuginfod URL with a space",
+	  "symbolization:\n  debuginfod_urls: [\"http://a/b c\"]\n", 0, NULL, NULL, -EINVAL,
+	  ":2:21: symbolization.debuginfod_urls[0]: expected an http:// or https:// URL with a "
+	  "host, without spaces (a space is %20), of at most 1024 bytes, got \"http://a/b c\"",
+	  NULL },
+	{ "a debuginfod URL of another scheme", "symbolization:\n  debuginfod_urls: [ftp://a]\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:21: symbolization.debuginfod_urls[0]: expected an http:// or https:// URL with a "
+	  "host, without spaces (a space is %20), of at most 1024 bytes, got \"ftp://a\"",
+	  NULL },
+	{ "debuginfod_urls as one string", "symbolization:\n  debuginfod_urls: http://a\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":2:20: symbolization.debuginfod_urls: expected a list of http:// or https:// URLs of "
+	  "debuginfod servers, got http://a",
+	  NULL },
+	{ "a debuginfod timeout under a second", "symbolization:\n  debuginfod_timeout: 500ms\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:23: symbolization.debuginfod_timeout: expected a duration from 1s to 10m (a whole "
+	  "number of seconds, or with ms, s, m, h or d), got 500ms",
+	  NULL },
 	{ "debug_dirs not a list", "symbolization:\n  debug_dirs: /usr/lib/debug\n", 0, NULL, NULL,
 	  -EINVAL,
 	  ":2:15: symbolization.debug_dirs: expected a list of absolute paths, got /usr/lib/debug",
