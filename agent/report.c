@@ -123,6 +123,17 @@ static int lib_for_object(struct ctx *c, const struct fx_object *ob)
 	return (int)c->nlibs++;
 }
 
+/* Where @lib's names came from, and the debug file it was read from. */
+static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *src)
+{
+	const char *dpath = NULL;
+	enum fx_sym_origin o = fx_symbolizer_origin(c->in->symbolizer, src, &dpath);
+
+	c->libs[lib].symbols = fx_sym_origin_name(o);
+	if (dpath)
+		c->libs[lib].debug_path = dpath;
+}
+
 static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 {
 	const struct fx_window *w = c->in->window;
@@ -185,6 +196,7 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				offs[k] = w->frames[idx[i + k]].addr;
 			if (fx_symbolizer_resolve(c->in->symbolizer, &src, offs, n, out) < 0)
 				stats->unreadable++;
+			set_lib_symbols(c, lib, &src);
 			if (fd >= 0)
 				close(fd);
 			for (size_t k = 0; k < n; k++) {

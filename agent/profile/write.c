@@ -106,8 +106,26 @@ void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *va
 	fx_json_object_end(j);
 }
 
-static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
+/* Each library's symbol status, as "name": "status" in meta.fxagent.symbols
+ * (@extra false) or as entries of meta.extra (true). */
+static void write_symbols(const struct fx_profile_input *in, struct fx_json *j, bool extra)
 {
+	for (size_t i = 0; i < in->nlibs; i++) {
+		const struct fx_profile_lib *l = &in->libs[i];
+
+		if (!l->symbols || !l->name)
+			continue;
+		if (extra)
+			fx_profile_extra_entry(j, l->name, l->symbols);
+		else
+			fx_json_key_string(j, l->name, l->symbols);
+	}
+}
+
+static void write_meta(const struct fx_profile_input *in, struct fx_json *j)
+{
+	const struct fx_profile_meta *m = &in->meta;
+
 	fx_json_key(j, "meta");
 	fx_json_object_begin(j);
 	fx_profile_meta_common(j, m->product ? m->product : "fxagent", m->interval_ms,
@@ -138,6 +156,10 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 		for (size_t i = 0; i < m->nlabels; i++)
 			fx_json_key_string(j, m->labels[i].key, m->labels[i].value);
 		fx_json_object_end(j);
+		fx_json_key(j, "symbols");
+		fx_json_object_begin(j);
+		write_symbols(in, j, false);
+		fx_json_object_end(j);
 		fx_json_object_end(j);
 	}
 	if (m->host || m->target) {
@@ -152,6 +174,12 @@ static void write_meta(const struct fx_profile_meta *m, struct fx_json *j)
 			fx_profile_extra_entry(j, "Target", m->target);
 		for (size_t i = 0; i < m->nlabels; i++)
 			fx_profile_extra_entry(j, m->labels[i].key, m->labels[i].value);
+		fx_json_array_end(j);
+		fx_json_object_end(j);
+		fx_json_object_begin(j);
+		fx_json_key_string(j, "label", "Symbols");
+		fx_json_key_array(j, "entries");
+		write_symbols(in, j, true);
 		fx_json_array_end(j);
 		fx_json_object_end(j);
 		fx_json_array_end(j);
@@ -478,7 +506,7 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 	if (rc < 0)
 		goto out;
 	fx_json_object_begin(j);
-	write_meta(&in->meta, j);
+	write_meta(in, j);
 	write_libs(in, j);
 	write_shared(&t, j);
 	fx_json_key_array(j, "threads");

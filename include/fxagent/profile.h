@@ -31,6 +31,10 @@ struct fx_profile_lib {
 	const uint8_t *build_id; /* NULL when unknown: codeId and breakpadId are then "" */
 	size_t build_id_len;
 	const char *arch; /* "x86_64" */
+	/* Where its names came from (fx_sym_origin_name(): "stripped",
+	 * "debuginfod", ...), shown per library under "Profile Information"
+	 * and in meta.fxagent.symbols; NULL: not shown. */
+	const char *symbols;
 };
 
 /* What window frame i resolved to. */
