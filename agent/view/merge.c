@@ -17,10 +17,6 @@
 #include "fxagent/hash.h"
 #include "fxagent/profile.h"
 
-#define NONE64 UINT64_MAX
-/* The widest record (a library's fields); every record buffer has this many. */
-#define REC_MAX 8
-
 /* ---- interned strings ---- */
 
 struct strkey {
@@ -100,7 +96,7 @@ static bool rec_eq(const void *ctx, uint32_t i, const void *key)
 }
 
 /* The index of record @r, added if new; UINT32_MAX when memory ran out. */
-static uint32_t rectab_add(struct rectab *t, const uint64_t *r)
+uint32_t rectab_add(struct rectab *t, const uint64_t *r)
 {
 	uint32_t i;
 	size_t pos;
@@ -124,7 +120,7 @@ static uint32_t rectab_find(const struct rectab *t, const uint64_t *r)
 	return fx_hashtab_find(&t->h, rec_hash(r, t->width), rec_eq, t, r);
 }
 
-static void rectab_free(struct rectab *t)
+void rectab_free(struct rectab *t)
 {
 	free(t->v);
 	fx_hashtab_free(&t->h);

@@ -42,6 +42,9 @@ struct view_opts {
 	const char *output;
 	bool serve, open, json;
 	const char *listen;
+	const char *debug_dirs[MAX_FILTERS];
+	size_t ndebug_dirs;
+	char *debuginfod_urls; /* space-separated, or NULL */
 };
 
 struct view_run {
@@ -54,6 +57,7 @@ struct view_run {
 	uint64_t start_ns, last_progress_ns;
 	bool progress;
 	size_t done, total; /* chunks handed back, listed */
+	struct view_resym_stats resym;
 };
 
 static volatile sig_atomic_t stop_serving;
@@ -86,6 +90,10 @@ static void usage(FILE *f)
 		"      --bucket=DURATION  fold samples of one stack in each DURATION into one\n"
 		"                       weighted sample (shares stay exact)\n"
 		"      --max-samples=N  fold by itself above N samples (default %d)\n"
+		"Names for frames the chunks left unnamed (\"lib.so+0x1a2b0\"), by build-id:\n"
+		"      --debug-dir=DIR  debug files under DIR/.build-id/ (repeatable)\n"
+		"      --debuginfod=URL from this debuginfod server (repeatable; cached as\n"
+		"                       debuginfod-find does)\n"
 		"Where:\n"
 		"  -o, --output=FILE    write the profile to FILE (gzip; - for stdout)\n"
 		"      --serve[=ADDR:PORT]  serve it to the Firefox Profiler until Ctrl-C\n"
@@ -176,7 +184,36 @@ static int add_filter(const char **list, size_t *n, const char *v, const char *o
 	return 0;
 }
 
-enum { OPT_SINCE = 256, OPT_FROM, OPT_TO, OPT_BUCKET, OPT_MAX, OPT_SERVE, OPT_OPEN, OPT_JSON };
+enum {
+	OPT_SINCE = 256,
+	OPT_FROM,
+	OPT_TO,
+	OPT_BUCKET,
+	OPT_MAX,
+	OPT_SERVE,
+	OPT_OPEN,
+	OPT_JSON,
+	OPT_DEBUG_DIR,
+	OPT_DEBUGINFOD,
+};
+
+/* --debuginfod URL, added to the space-separated list libdebuginfod takes. */
+static int add_debuginfod(struct view_opts *o, const char *url)
+{
+	size_t have = o->debuginfod_urls ? strlen(o->debuginfod_urls) + 1 : 0;
+	char *v;
+
+	if ((strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) || strchr(url, ' '))
+		return bad_option("--debuginfod", url, "an http:// or https:// URL without spaces");
+	v = realloc(o->debuginfod_urls, have + strlen(url) + 1);
+	if (!v)
+		return -ENOMEM;
+	if (have)
+		v[have - 1] = ' ';
+	memcpy(v + have, url, strlen(url) + 1);
+	o->debuginfod_urls = v;
+	return 0;
+}
 
 static int view_option(int c, const char *arg, struct view_opts *o)
 {
@@ -220,6 +257,12 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 		if (o->bucket_ms < 1)
 			return bad_option("--bucket", arg, "a duration of 1ms or more, such as 1s");
 		return 0;
+	case OPT_DEBUG_DIR:
+		if (arg[0] != '/')
+			return bad_option("--debug-dir", arg, "an absolute path");
+		return add_filter(o->debug_dirs, &o->ndebug_dirs, arg, "--debug-dir");
+	case OPT_DEBUGINFOD:
+		return add_debuginfod(o, arg);
 	case OPT_MAX: {
 		char *end;
 		unsigned long long n = strtoull(arg, &end, 10);
@@ -250,6 +293,8 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		{ "serve", optional_argument, NULL, OPT_SERVE },
 		{ "open", no_argument, NULL, OPT_OPEN },
 		{ "json", no_argument, NULL, OPT_JSON },
+		{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
+		{ "debuginfod", required_argument, NULL, OPT_DEBUGINFOD },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -457,6 +502,12 @@ static void summary(const struct view_run *r)
 	}
 	if (r->unselected || r->duplicates || r->bad)
 		fputc('\n', stderr);
+	if (r->o->ndebug_dirs || r->o->debuginfod_urls)
+		fprintf(stderr,
+			"view: named %zu of %zu frames without a name: debug files of %zu "
+			"libraries found, %zu not found\n",
+			r->resym.frames_named, r->resym.frames_unnamed, r->resym.libs_named,
+			r->resym.libs_missing);
 }
 
 static void json_summary(const struct view_run *r, uint64_t out_bytes)
@@ -476,6 +527,8 @@ static void json_summary(const struct view_run *r, uint64_t out_bytes)
 	for (size_t i = 0; i < r->bad && i < BAD_NAMED; i++)
 		fx_json_string(j, r->bad_names[i]);
 	fx_json_array_end(j);
+	fx_json_key_int(j, "frames_unnamed", (int64_t)r->resym.frames_unnamed);
+	fx_json_key_int(j, "frames_named", (int64_t)r->resym.frames_named);
 	fx_json_key_int(j, "samples", (int64_t)r->m.raw_samples);
 	fx_json_key_int(j, "samples_written", (int64_t)r->m.nsamples);
 	fx_json_key_int(j, "tracks", (int64_t)r->m.tracks.n);
@@ -575,6 +628,7 @@ int fx_view_main(int argc, char **argv)
 	int rc = 0;
 
 	if (parse_args(argc, argv, &o) < 0) {
+		free(o.debuginfod_urls);
 		fprintf(stderr, "Try 'fxagent view --help'.\n");
 		return EXIT_USAGE;
 	}
@@ -595,6 +649,13 @@ int fx_view_main(int argc, char **argv)
 	view_pool_free(r.pool);
 	if (rc == 0)
 		rc = merge_finish(&r.m);
+	if (rc == 0) {
+		struct view_resym_opts ro = { .debug_dirs = o.debug_dirs,
+					      .ndebug_dirs = o.ndebug_dirs,
+					      .debuginfod_urls = o.debuginfod_urls };
+
+		rc = view_resym(&r.m, &ro, &r.resym);
+	}
 	summary(&r);
 	if (rc == 0 && !r.merged) {
 		fx_err("view: no chunk to merge%s",
@@ -606,6 +667,7 @@ int fx_view_main(int argc, char **argv)
 	for (size_t i = 0; i < BAD_NAMED; i++)
 		free(r.bad_names[i]);
 	merge_free(&r.m);
+	free(o.debuginfod_urls);
 	return rc < 0 ? 1 : 0;
 }
 

@@ -156,6 +156,10 @@ void view_pool_free(struct view_pool *p);
 
 /* ---- the merged profile (merge.c) ---- */
 
+#define NONE64 UINT64_MAX
+/* The widest record (a library's fields); every record buffer has this many. */
+#define REC_MAX 8
+
 /* Fixed-size records interned: each distinct record gets an index. */
 struct rectab {
 	uint64_t *v; /* n records of width words */
@@ -257,6 +261,29 @@ static inline const uint64_t *rectab_at(const struct rectab *t, size_t i)
 {
 	return t->v + i * t->width;
 }
+/* The index of record @r, added if new; UINT32_MAX when memory ran out. */
+uint32_t rectab_add(struct rectab *t, const uint64_t *r);
+void rectab_free(struct rectab *t);
+
+/* ---- naming what chunks left unnamed (resym.c) ---- */
+
+struct view_resym_opts {
+	const char *const *debug_dirs; /* laid out as /usr/lib/debug/.build-id */
+	size_t ndebug_dirs;
+	const char *debuginfod_urls; /* space-separated; NULL: none */
+};
+
+struct view_resym_stats {
+	size_t frames_unnamed; /* frames named "<library>+0x<offset>" */
+	size_t frames_named;   /* of those, named now */
+	size_t libs_named;     /* libraries whose debug file was found */
+	size_t libs_missing;   /* libraries without one */
+};
+
+/* After merge_finish(): names the frames the chunks left unnamed from the
+ * debug files of their libraries' build-ids (see resym.c). Returns 0 or
+ * -ENOMEM. */
+int view_resym(struct merge *m, const struct view_resym_opts *o, struct view_resym_stats *st);
 
 /* ---- writing (write.c) ---- */
 
