@@ -21,9 +21,11 @@ fi
 # systemd-container (systemd-nspawn): integration.systemd boots the package
 # under a real systemd in a container. clang-tidy, cppcheck: the static.*
 # tests; clang-14 with its runtime: the libFuzzer targets (scripts/fuzz.sh).
+# debuginfod (elfutils' server) and iproute2: integration.debuginfod serves
+# debug files from it inside a private network namespace (ip link set lo up).
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
-	openssl nginx-light \
+	openssl nginx-light debuginfod iproute2 \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
 	clang-tidy cppcheck clang-14 libclang-rt-14-dev
