@@ -7,14 +7,26 @@
  *	KIND "start" (a function's entry), "body" (a line-table row outside any
  *	inlined code) and "inline" (a row inside an inlined call), about 1/4,
  *	1/4 and 1/2 of them. The DWARF may be in FILE or in its debug file.
+ *   fx-bench-sym pick-code FILE N [SEED]
+ *	the same for a stripped FILE, which has no DWARF: N distinct addresses
+ *	at random in its executable PT_LOAD segments, every byte as likely,
+ *	KIND "code" (bench/stripped.py).
  *   fx-bench-sym resolve FILE ADDRS ROUNDS [OUT]
  *	resolves the addresses of ADDRS (the lines pick prints) with the agent's
  *	symbolizer in one batch, as the agent does for a window: per round a new
  *	symbolizer (cold), then the same batch again (warm). Prints one line per
- *	round, "round R cold_us C warm_us W unresolved U", and writes the results
+ *	round, "round R cold_us C warm_us W unresolved U" and then what the
+ *	symbolizer holds after the cold batch: "grouped G" (addresses named
+ *	after their FDE's function, no_symbol), "fde_ranges F fde_bytes B"
+ *	(its FDE tables), "held_bytes H" (all it counts), "heap_bytes P" (what
+ *	malloc's heap grew by since before fx_symbolizer_new) and "rss_kib K"
+ *	(what the process's RSS grew by: the first round's is the one to read,
+ *	later rounds reuse the memory the last one freed). It writes the results
  *	of the first round to OUT in the form bench/symbolize.py compares with
  *	addr2line's: "0xADDR" then one "NAME<TAB>FILE:LINE" line per function,
  *	the innermost first (as addr2line -i prints them).
+ * Older revisions' helpers print a round's line up to "unresolved U" and
+ * have no pick-code: bench/stripped.py runs their resolve as it is.
  */
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -22,6 +34,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -356,6 +369,81 @@ out:
 	return ret;
 }
 
+/* The address @at bytes into the code of @s, counting the segments' file
+ * bytes one after the other. */
+static uint64_t code_addr(const struct segs *s, uint64_t at)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		if (at < s->ph[i].p_filesz)
+			return s->ph[i].p_vaddr + at;
+		at -= s->ph[i].p_filesz;
+	}
+	return s->ph[s->n - 1].p_vaddr;
+}
+
+static int cmd_pick_code(const char *path, size_t n, uint64_t seed)
+{
+	struct u64s a = { 0 };
+	struct segs segs;
+	uint64_t total = 0;
+	size_t used = 0, got;
+	int ret;
+
+	ret = read_segs(path, &segs);
+	if (ret < 0) {
+		fprintf(stderr, "%s: not an ELF file with code: %s\n", path, strerror(-ret));
+		return 1;
+	}
+	for (size_t i = 0; i < segs.n; i++)
+		total += segs.ph[i].p_filesz;
+	if (!total) {
+		fprintf(stderr, "%s: its code segments are empty\n", path);
+		return 1;
+	}
+	if (n > total)
+		n = (size_t)total;
+	/* Draws with repeats, keeping the distinct ones, until there are
+	 * enough; in a few MiB of code 2000 draws repeat a handful. */
+	for (int tries = 0; a.n < n && tries < 64; tries++) {
+		for (size_t k = a.n; k < n; k++) {
+			if (push(&a, code_addr(&segs, rnd(&seed) % total)) < 0) {
+				fprintf(stderr, "out of memory\n");
+				free(a.v);
+				return 1;
+			}
+		}
+		sort_unique(&a);
+	}
+	/* Sorted now: printed in a random order, as a window's frames come. */
+	got = take(&a, &used, n, "code", &seed);
+	fprintf(stderr, "%s: %" PRIu64 " bytes of code in %zu segments; picked %zu\n", path, total,
+		segs.n, got);
+	free(a.v);
+	return got ? 0 : 1;
+}
+
+/* Resident KiB of this process. */
+static uint64_t rss_kib(void)
+{
+	unsigned long long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return resident * (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
+}
+
+/* Bytes malloc has handed out (as the symbolizer counts its own). */
+static uint64_t heap_bytes(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+
 static void write_results(FILE *f, const uint64_t *addrs, const struct fx_sym_result *res, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -419,10 +507,13 @@ static int cmd_resolve(const char *path, const char *addr_path, int rounds, cons
 	src.build_id = len > 0 ? id : NULL;
 	src.build_id_len = len > 0 ? (size_t)len : 0;
 	for (int r = 0; r < rounds; r++) {
-		uint64_t t0, t1, t2;
-		size_t unresolved;
+		uint64_t t0, t1, t2, heap0, rss0, heap1, rss1;
+		struct fx_symbolizer_stats st;
+		size_t unresolved, grouped;
 		struct fx_symbolizer *s;
 
+		heap0 = heap_bytes();
+		rss0 = rss_kib();
 		t0 = fx_now_ns(CLOCK_MONOTONIC);
 		s = fx_symbolizer_new(NULL);
 		if (!s)
@@ -430,9 +521,14 @@ static int cmd_resolve(const char *path, const char *addr_path, int rounds, cons
 		fx_symbolizer_begin_batch(s);
 		fx_symbolizer_resolve(s, &src, offs.v, offs.n, res);
 		t1 = fx_now_ns(CLOCK_MONOTONIC);
-		unresolved = 0;
-		for (size_t i = 0; i < addrs.n; i++)
+		heap1 = heap_bytes();
+		rss1 = rss_kib();
+		fx_symbolizer_get_stats(s, &st);
+		unresolved = grouped = 0;
+		for (size_t i = 0; i < addrs.n; i++) {
 			unresolved += !res[i].sym_name;
+			grouped += res[i].no_symbol;
+		}
 		if (r == 0 && out) {
 			f = fopen(out, "we");
 			if (!f) {
@@ -448,8 +544,12 @@ static int cmd_resolve(const char *path, const char *addr_path, int rounds, cons
 		fx_symbolizer_begin_batch(s);
 		fx_symbolizer_resolve(s, &src, offs.v, offs.n, res);
 		t2 = fx_now_ns(CLOCK_MONOTONIC) - t2;
-		printf("round %d cold_us %.1f warm_us %.1f unresolved %zu\n", r + 1,
+		printf("round %d cold_us %.1f warm_us %.1f unresolved %zu", r + 1,
 		       (double)(t1 - t0) / 1e3, (double)t2 / 1e3, unresolved);
+		printf(" grouped %zu fde_ranges %" PRIu64 " fde_bytes %" PRIu64, grouped,
+		       st.fde_ranges, st.fde_bytes);
+		printf(" held_bytes %" PRIu64 " heap_bytes %" PRId64 " rss_kib %" PRId64 "\n",
+		       st.bytes, (int64_t)(heap1 - heap0), (int64_t)(rss1 - rss0));
 		fflush(stdout);
 		fx_symbolizer_free(s);
 	}
@@ -489,6 +589,13 @@ int main(int argc, char **argv)
 		if (n && seed)
 			return cmd_pick(argv[2], (size_t)n, seed);
 	}
+	if (argc >= 4 && argc <= 5 && strcmp(argv[1], "pick-code") == 0) {
+		uint64_t n = number(argv[3], 1u << 24);
+		uint64_t seed = argc == 5 ? number(argv[4], UINT64_MAX) : 0x5eed;
+
+		if (n && seed)
+			return cmd_pick_code(argv[2], (size_t)n, seed);
+	}
 	if (argc >= 5 && argc <= 6 && strcmp(argv[1], "resolve") == 0) {
 		uint64_t rounds = number(argv[4], 1000);
 
@@ -498,7 +605,8 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr,
 		"usage: %s pick FILE N [SEED]\n"
+		"       %s pick-code FILE N [SEED]\n"
 		"       %s resolve FILE ADDRS ROUNDS [OUT]\n",
-		argv[0], argv[0]);
+		argv[0], argv[0], argv[0]);
 	return 2;
 }

@@ -3,7 +3,7 @@
 """Runs every benchmark of bench/ and prints one Markdown table per section.
 
     python3 bench/run.py [--build DIR] [--quick] [--sections a,b,...]
-                         [--markdown FILE] [--readme README.md]
+                         [--compare-build DIR] [--markdown FILE] [--readme README.md]
 
 Sections, in order (each also runs alone as `python3 bench/<name>.py`):
   overhead   fxagent (fp, dwarf) against perf record (-g, -g -z, dwarf) and no
@@ -12,12 +12,15 @@ Sections, in order (each also runs alone as `python3 bench/<name>.py`):
   scale      daemon mode with 1, 10, 100 busy processes, 4096 call paths each,
              and 1000 short-lived processes per second
   symbolize  the symbolizer against eu-addr2line and addr2line: speed, agreement
+  stripped   the symbolizer on stripped objects (python3.11, liblzma, ...):
+             cold and warm against an older build's (--compare-build DIR),
+             names grouped by FDE, the FDE tables' memory
   daemon     10 cgroup targets in daemon mode
   upload     window end to chunk acknowledged by a loopback nginx
 
 The default takes about 30 minutes on 2 vCPUs (overhead and output 17,
-scale 6, symbolize 3-4, daemon 1, upload 1.5); --quick about 2-3 minutes
-(figures too rough to quote). Needs root, perf, elfutils, binutils, nginx,
+scale 6, symbolize 3-4, stripped 0.2, daemon 1, upload 1.5); --quick about
+2-3 minutes (figures too rough to quote). Needs root, perf, elfutils, binutils, nginx,
 libc6-dbg and cupt-dbg (for a C++ library with DWARF).
 
 --readme replaces the "## Performance" section of that file with the tables.
@@ -34,12 +37,13 @@ import fxbench as fb  # noqa: E402
 import output  # noqa: E402
 import overhead  # noqa: E402
 import scale  # noqa: E402
+import stripped  # noqa: E402
 import symbolize  # noqa: E402
 import upload  # noqa: E402
 import view  # noqa: E402
 
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
-            "daemon": daemon, "upload": upload, "view": view}
+            "stripped": stripped, "daemon": daemon, "upload": upload, "view": view}
 
 INTRO = """## Performance
 
@@ -85,6 +89,8 @@ def main():
     fb.common_args(ap)
     ap.add_argument("--sections", default=",".join(SECTIONS),
                     help="comma-separated, from: " + ", ".join(SECTIONS))
+    ap.add_argument("--compare-build", metavar="DIR",
+                    help="an older revision's build directory, for the stripped section")
     ap.add_argument("--markdown", help="also write the tables to this file")
     ap.add_argument("--readme", help="replace this file's '## Performance' section")
     a = ap.parse_args()
@@ -97,6 +103,7 @@ def main():
     # Shorter than the sections' own defaults: the suite aims at 30 minutes.
     ctx.daemon_seconds = 60
     ctx.upload_window = 20
+    ctx.compare_build = a.compare_build
     m = fb.machine()
     t0 = time.monotonic()
     lines = [INTRO] + fb.machine_lines(m, " Quick run (--quick): rough figures."

@@ -401,9 +401,11 @@ static void debug_state(struct publisher *pub)
 		return;
 	if (pub->sym) {
 		fx_symbolizer_get_stats(pub->sym, &ss);
-		fx_debug("symbolizer: %" PRIu64 " objects, %.1f MiB (debug sections %.1f MiB)",
+		fx_debug("symbolizer: %" PRIu64 " objects, %.1f MiB (debug sections %.1f MiB, "
+			 "%" PRIu64 " FDE ranges %.1f KiB)",
 			 ss.objects_held, (double)ss.bytes / 1048576.0,
-			 (double)ss.dwarf_bytes / 1048576.0);
+			 (double)ss.dwarf_bytes / 1048576.0, ss.fde_ranges,
+			 (double)ss.fde_bytes / 1024.0);
 	}
 	fx_objects_get_stats(pub->p->objs, &os);
 	fx_debug("objects: %" PRIu64 " known, %" PRIu64 " fds open, %" PRIu64

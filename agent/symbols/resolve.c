@@ -288,8 +288,15 @@ void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer
 	out->objects_held = s->n_objects;
 	out->dwarf_bytes = s->dw_bytes;
 	out->bytes = 0;
-	for (size_t i = 0; i < s->n_objects; i++)
-		out->bytes += sym_object_bytes(s->objects[i]);
+	out->fde_ranges = 0;
+	out->fde_bytes = 0;
+	for (size_t i = 0; i < s->n_objects; i++) {
+		const struct object *o = s->objects[i];
+
+		out->bytes += sym_object_bytes(o);
+		out->fde_ranges += o->n_fdes;
+		out->fde_bytes += o->n_fdes * sizeof(*o->fdes);
+	}
 }
 
 const char *fx_sym_origin_name(enum fx_sym_origin o)

@@ -96,6 +96,10 @@ struct fx_symbolizer_stats {
 	uint64_t objects_held;
 	uint64_t bytes;
 	uint64_t dwarf_bytes;
+	/* Of those objects and bytes: the functions' ranges read from
+	 * .eh_frame for objects without symbols (see no_symbol). */
+	uint64_t fde_ranges;
+	uint64_t fde_bytes;
 	uint64_t trimmed; /* objects freed to stay under max_bytes */
 };
 

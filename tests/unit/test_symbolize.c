@@ -324,12 +324,17 @@ static void test_fde_names(void **state)
 	uint64_t offs[3] = { hid.offset + 1, hid.offset + hid.size - 1, 0x10 };
 	struct fx_sym_result r[3], o[3];
 	char want[96], other[128], want_other[96];
+	struct fx_symbolizer_stats st;
 	struct fx_symbolizer *s;
 
 	(void)state;
 	s = fx_symbolizer_new(&opts);
 	assert_non_null(s);
 	assert_int_equal(resolve_path(s, FIX("libfxfix-stripped.so"), offs, 3, r), 0);
+	/* The stats count the FDE table as part of the object's bytes. */
+	fx_symbolizer_get_stats(s, &st);
+	assert_true(st.fde_ranges > 0);
+	assert_true(st.fde_bytes >= st.fde_ranges && st.fde_bytes < st.bytes);
 	snprintf(want, sizeof(want), "libfxfix-stripped.so+0x%" PRIx64, hid.offset);
 	for (int i = 0; i < 2; i++) {
 		assert_true(r[i].no_symbol);
