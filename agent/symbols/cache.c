@@ -54,6 +54,7 @@ static void cache_reset(struct object *o)
 	o->n_cache = o->cap_cache = 0;
 	fx_hashtab_free(&o->cache_index);
 	fx_arena_free(&o->res_mem);
+	o->fde_frame = NULL;
 }
 
 /* The least recently used object, other than @skip, that holds DWARF (with
@@ -84,7 +85,8 @@ void sym_object_free(struct fx_symbolizer *s, struct object *o)
 	free(o->debug_path);
 	free(o->src_path);
 	free(o->funcs);
-	free(o->fdes);
+	free(o->fde_starts);
+	free(o->plt_names);
 	free(o->loads);
 	sym_pool_free(&o->strs);
 	cache_reset(o);
@@ -224,7 +226,8 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
  * (dw_bytes). */
 uint64_t sym_object_bytes(const struct object *o)
 {
-	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) + o->n_fdes * sizeof(*o->fdes) +
+	uint64_t b = sizeof(*o) + o->n_funcs * sizeof(*o->funcs) +
+		     o->n_fdes * sizeof(*o->fde_starts) + o->plt_slots * sizeof(*o->plt_names) +
 		     fx_arena_bytes(&o->strs.mem) + o->strs.cap * sizeof(*o->strs.v) +
 		     fx_hashtab_bytes(&o->strs.index) + fx_arena_bytes(&o->res_mem) +
 		     o->cap_cache * sizeof(*o->cache) + fx_hashtab_bytes(&o->cache_index) +

@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* Function ranges of a stripped object, from its .eh_frame: `strip` keeps
- * the call frame information, one FDE per function. An address without a
- * symbol then belongs to the function its FDE covers, and every sample in
- * that function shares one frame ("libfoo.so+0x1a2b0", the function's start)
- * instead of one frame per address. The starts come from .eh_frame_hdr's
- * sorted table; each FDE's end from its own pc_begin and pc_range, read in
- * the encoding GCC and Clang write on x86-64 (pc-relative signed 4 bytes,
- * then 4 bytes of range) and used only when pc_begin matches the table's
- * start. (libdw's CFI reader gives the range of a frame row, not of the FDE;
- * the FDE entries it iterates leave the pointer decoding to the caller.)
- * Where it does not match, the next function's start ends the range. */
+/* Function ranges of a stripped object, from its .eh_frame_hdr: `strip`
+ * keeps the call frame information, one FDE per function, and the linker's
+ * .eh_frame_hdr lists every FDE's start, sorted. An address without a
+ * symbol then belongs to the function that starts last at or before it, and
+ * every sample in that function shares one frame ("libfoo.so+0x1a2b0", the
+ * function's start) instead of one frame per address. A function runs to
+ * the next one's start (what lies between is alignment padding, never run);
+ * the last one to its FDE's pc_range.
+ *
+ * Cheap by design, as it is paid for every stripped object read: only the
+ * table is read (8 bytes a function, through a buffer on the stack, not a
+ * copy of the section), and kept as 4 bytes a function. (libdw's CFI reader
+ * gives the range of a frame row, not of the FDE, and reads all of
+ * .eh_frame.) */
 #include "symbols_int.h"
 
 #include <dwarf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fxagent/search.h"
 
@@ -24,7 +28,10 @@
 #define EH_HDR_VERSION		1
 #define EH_TABLE_DATAREL_SDATA4 (DW_EH_PE_datarel | DW_EH_PE_sdata4)
 #define EH_COUNT_UDATA4		DW_EH_PE_udata4
-#define EH_PTR_SIZE		4
+#define EH_HDR_SIZE		12
+#define EH_ENTRY_SIZE		8
+/* Table entries read at a time. */
+#define READ_ENTRIES 4096
 
 static int32_t read_s32(const unsigned char *p)
 {
@@ -34,78 +41,98 @@ static int32_t read_s32(const unsigned char *p)
 	return v;
 }
 
-/* The end of the function whose FDE is at @fde_addr (in .eh_frame @ef, at
- * @ef_addr) and starts at @start, or 0 when the FDE is not in the form read
- * or does not say @start. */
-static uint64_t fde_end(const Elf_Data *ef, uint64_t ef_addr, uint64_t fde_addr, uint64_t start)
+static bool read_at(int fd, void *buf, size_t len, uint64_t off)
 {
-	const unsigned char *p;
-	uint32_t len, range;
-	uint64_t off;
+	return pread(fd, buf, len, (off_t)off) == (ssize_t)len;
+}
 
-	if (!ef || fde_addr < ef_addr || fde_addr - ef_addr > ef->d_size ||
-	    ef->d_size - (fde_addr - ef_addr) < 16)
+/* The end of the last function: its FDE's pc_begin + pc_range, read in the
+ * encoding GCC and Clang write on x86-64 (pc-relative signed 4 bytes, then 4
+ * bytes of range) and used only when pc_begin is @start; else 0. */
+static uint64_t last_end(Elf *elf, int fd, uint64_t fde_addr, uint64_t start)
+{
+	GElf_Shdr esh;
+	unsigned char p[16];
+	uint32_t len, range;
+
+	if (!sym_find_section(elf, ".eh_frame", &esh) || esh.sh_type != SHT_PROGBITS ||
+	    fde_addr < esh.sh_addr || fde_addr - esh.sh_addr > esh.sh_size - sizeof(p) ||
+	    esh.sh_size < sizeof(p) ||
+	    !read_at(fd, p, sizeof(p), esh.sh_offset + (fde_addr - esh.sh_addr)))
 		return 0;
-	off = fde_addr - ef_addr;
-	p = (const unsigned char *)ef->d_buf + off;
 	memcpy(&len, p, sizeof(len));
-	/* length, CIE pointer, pc_begin, pc_range: 12 bytes after the length */
-	if (len == 0xffffffffu || len < 12 || len > ef->d_size - off - 4)
-		return 0;
-	if (fde_addr + 8 + (uint64_t)(int64_t)read_s32(p + 8) != start)
-		return 0;
 	memcpy(&range, p + 12, sizeof(range));
+	if (len == 0xffffffffu || len < 12 ||
+	    fde_addr + 8 + (uint64_t)(int64_t)read_s32(p + 8) != start)
+		return 0;
 	return range ? start + range : 0;
 }
 
-int sym_load_fdes(struct object *o, Elf *elf)
+int sym_load_fdes(struct object *o, Elf *elf, int fd)
 {
-	GElf_Shdr sh, esh;
-	Elf_Scn *scn = sym_find_section(elf, ".eh_frame_hdr", &sh);
-	Elf_Scn *escn = sym_find_section(elf, ".eh_frame", &esh);
-	Elf_Data *d = scn ? elf_getdata(scn, NULL) : NULL;
-	Elf_Data *ef = escn && esh.sh_type == SHT_PROGBITS ? elf_getdata(escn, NULL) : NULL;
-	const unsigned char *p;
-	uint32_t count;
+	unsigned char hdr[EH_HDR_SIZE], buf[READ_ENTRIES * EH_ENTRY_SIZE];
+	GElf_Shdr sh;
+	uint32_t count, *v;
+	uint64_t prev = 0, last_fde = 0, at;
 	size_t k = 0;
 
-	if (!d || !d->d_buf || sh.sh_type != SHT_PROGBITS || d->d_size < 12 || (ef && !ef->d_buf))
+	if (!sym_find_section(elf, ".eh_frame_hdr", &sh) || sh.sh_type != SHT_PROGBITS ||
+	    sh.sh_size < EH_HDR_SIZE || !read_at(fd, hdr, sizeof(hdr), sh.sh_offset))
 		return 0;
-	p = d->d_buf;
 	/* version, eh_frame_ptr encoding, fde_count encoding, table encoding;
-	 * then the eh_frame pointer (4 bytes in every form we read) */
-	if (p[0] != EH_HDR_VERSION || p[2] != EH_COUNT_UDATA4 || p[3] != EH_TABLE_DATAREL_SDATA4 ||
-	    (p[1] & 0x0f) != DW_EH_PE_sdata4)
+	 * then the eh_frame pointer (4 bytes in every form we read), the count */
+	if (hdr[0] != EH_HDR_VERSION || hdr[2] != EH_COUNT_UDATA4 ||
+	    hdr[3] != EH_TABLE_DATAREL_SDATA4 || (hdr[1] & 0x0f) != DW_EH_PE_sdata4)
 		return 0;
-	memcpy(&count, p + 4 + EH_PTR_SIZE, sizeof(count));
-	if (!count || count > MAX_FUNCS || (d->d_size - 12) / 8 < count)
+	memcpy(&count, hdr + 8, sizeof(count));
+	if (!count || count > MAX_FUNCS || (sh.sh_size - EH_HDR_SIZE) / EH_ENTRY_SIZE < count)
 		return 0;
-	o->fdes = malloc(count * sizeof(*o->fdes));
-	if (!o->fdes)
+	v = malloc(count * sizeof(*v));
+	if (!v)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < count; i++) {
-		const unsigned char *e = p + 12 + 8 * (size_t)i;
-		uint64_t start = sh.sh_addr + (uint64_t)(int64_t)read_s32(e);
-		uint64_t fde = sh.sh_addr + (uint64_t)(int64_t)read_s32(e + 4);
-		uint64_t end = fde_end(ef, esh.sh_addr, fde, start);
+	at = sh.sh_offset + EH_HDR_SIZE;
+	for (uint32_t i = 0; i < count;) {
+		uint32_t n = count - i < READ_ENTRIES ? count - i : READ_ENTRIES;
 
-		/* without its own end, the next function's start */
-		if (!end && i + 1 < count)
-			end = sh.sh_addr + (uint64_t)(int64_t)read_s32(e + 8);
-		/* a table out of order or overlapping is skipped, not trusted */
-		if (end <= start || (k && start < o->fdes[k - 1].end))
-			continue;
-		o->fdes[k++] = (struct fde_range){ .start = start, .end = end };
+		if (!read_at(fd, buf, (size_t)n * EH_ENTRY_SIZE, at))
+			goto none;
+		at += (uint64_t)n * EH_ENTRY_SIZE;
+		for (uint32_t j = 0; j < n; j++, i++) {
+			uint64_t start = sh.sh_addr + (uint64_t)(int64_t)read_s32(buf + 8 * j);
+
+			/* Kept relative to the image base in 4 bytes; an
+			 * object larger than that is not grouped. */
+			if (start < o->base || start - o->base > UINT32_MAX)
+				goto none;
+			/* a table out of order is not trusted */
+			if (k && start <= prev)
+				goto none;
+			prev = start;
+			last_fde = sh.sh_addr + (uint64_t)(int64_t)read_s32(buf + 8 * j + 4);
+			v[k++] = (uint32_t)(start - o->base);
+		}
 	}
+	o->fde_last_end = last_end(elf, fd, last_fde, prev);
+	if (!o->fde_last_end || o->fde_last_end - o->base > UINT32_MAX)
+		o->fde_last_end = prev + 1;
+	o->fde_starts = v;
 	o->n_fdes = k;
+	return 0;
+none:
+	free(v);
 	return 0;
 }
 
-const struct fde_range *sym_lookup_fde(const struct object *o, uint64_t addr)
+bool sym_lookup_fde(const struct object *o, uint64_t addr, struct fde_range *out)
 {
-	size_t i = FX_SEARCH_LAST_LE(o->fdes, o->n_fdes, start, addr);
+	size_t i;
 
-	if (i == SIZE_MAX || addr >= o->fdes[i].end)
-		return NULL;
-	return &o->fdes[i];
+	if (!o->n_fdes || addr < o->base || addr - o->base > UINT32_MAX)
+		return false;
+	i = fx_search_last_le_u32(o->fde_starts, o->n_fdes, (uint32_t)(addr - o->base));
+	if (i == SIZE_MAX)
+		return false;
+	out->start = o->base + o->fde_starts[i];
+	out->end = i + 1 < o->n_fdes ? o->base + o->fde_starts[i + 1] : o->fde_last_end;
+	return addr < out->end;
 }

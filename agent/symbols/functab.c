@@ -172,13 +172,13 @@ int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word 
 	return 0;
 }
 
-int sym_add_plt(struct object *o, struct func_vec *fv, Elf *elf)
+int sym_add_plt(struct object *o, Elf *elf)
 {
 	GElf_Shdr rsh, psh, dsh;
 	GElf_Ehdr eh;
 	Elf_Scn *rel = sym_find_section(elf, ".rela.plt", &rsh), *plt, *dyn;
 	Elf_Data *rd, *dd;
-	size_t first = 0, n;
+	size_t first = 0, n, slots;
 
 	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || !rel ||
 	    rsh.sh_type != SHT_RELA || !rsh.sh_entsize)
@@ -192,39 +192,63 @@ int sym_add_plt(struct object *o, struct func_vec *fv, Elf *elf)
 	}
 	dyn = elf_getscn(elf, rsh.sh_link);
 	if (!plt || psh.sh_type != SHT_PROGBITS || !dyn || !gelf_getshdr(dyn, &dsh) ||
-	    dsh.sh_type != SHT_DYNSYM)
+	    dsh.sh_type != SHT_DYNSYM || psh.sh_size / PLT_ENTRY <= first)
 		return 0;
 	rd = elf_getdata(rel, NULL);
 	dd = elf_getdata(dyn, NULL);
 	if (!rd || !dd)
 		return 0;
 	n = rd->d_size / rsh.sh_entsize;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t at = psh.sh_addr + 16 * (i + first);
-		char buf[512];
+	slots = psh.sh_size / PLT_ENTRY - first;
+	if (n < slots)
+		slots = n;
+	if (!slots || slots > MAX_FUNCS)
+		return 0;
+	/* Slot i's stub is at a fixed place: looked up by index, not sorted
+	 * into the function table. */
+	o->plt_names = calloc(slots, sizeof(*o->plt_names));
+	if (!o->plt_names)
+		return -ENOMEM;
+	o->plt_start = psh.sh_addr + PLT_ENTRY * first;
+	o->plt_slots = slots;
+	for (size_t i = 0; i < slots; i++) {
 		const char *name;
 		GElf_Rela r;
 		GElf_Sym sym;
-		int ret;
+		size_t len;
+		char *p;
 
-		if (at + 16 > psh.sh_addr + psh.sh_size)
-			break;
 		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT ||
 		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
 			continue;
 		name = elf_strptr(elf, dsh.sh_link, sym.st_name);
-		if (!name || !*name ||
-		    (size_t)snprintf(buf, sizeof(buf), "%s@plt", name) >= sizeof(buf))
+		if (!name || !*name || (len = strlen(name)) > 512)
 			continue;
-		ret = push_func(fv, &(struct func){ .start = at,
-						    .size = 16,
-						    .name = sym_pool_intern(&o->strs, buf) });
-		if (ret)
-			return ret < 0 ? -ENOMEM : 0;
-		if (!fv->v[fv->n - 1].name)
+		p = fx_arena_alloc(&o->strs.mem, len + sizeof("@plt"));
+		if (!p)
 			return -ENOMEM;
+		memcpy(p, name, len);
+		memcpy(p + len, "@plt", sizeof("@plt"));
+		o->plt_names[i] = p;
 	}
 	return 0;
+}
+
+const struct func *sym_lookup_plt(const struct object *o, uint64_t addr, struct func *tmp)
+{
+	uint64_t i;
+
+	if (!o->plt_slots || addr < o->plt_start)
+		return NULL;
+	i = (addr - o->plt_start) / PLT_ENTRY;
+	if (i >= o->plt_slots || !o->plt_names[i])
+		return NULL;
+	/* Shown as perf shows it: not demangled. */
+	*tmp = (struct func){ .start = o->plt_start + i * PLT_ENTRY,
+			      .size = PLT_ENTRY,
+			      .name = o->plt_names[i],
+			      .shown = o->plt_names[i] };
+	return tmp;
 }
 
 void sym_finish_funcs(struct object *o, struct func_vec *fv)

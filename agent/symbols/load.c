@@ -360,12 +360,12 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 	if (!ret)
 		ret = sym_add_symbols(o, &fv, elf, SHT_DYNSYM);
 	if (!ret)
-		ret = sym_add_plt(o, &fv, elf);
+		ret = sym_add_plt(o, elf);
 	/* No symbol table anywhere (a stripped binary, no debug file): its
 	 * functions' ranges from .eh_frame name what .dynsym does not. */
 	if (!ret && !sym_find_section(elf, ".symtab", NULL) &&
 	    !(delf && sym_find_section(delf, ".symtab", NULL)))
-		ret = sym_load_fdes(o, elf);
+		ret = sym_load_fdes(o, elf, fd);
 	if (ret)
 		goto out;
 	sym_finish_funcs(o, &fv);

@@ -39,6 +39,7 @@
 #define MAX_FUNCS	 (1u << 24)
 #define MAX_INLINE_DEPTH 64
 #define MAX_DIE_DEPTH	 32
+#define PLT_ENTRY	 16 /* bytes of an x86-64 PLT stub */
 /* DIEs visited per CU table and per lookup: corrupt sibling links must not
  * loop forever. */
 #define MAX_DIE_STEPS	 (1u << 22)
@@ -68,7 +69,7 @@ struct func {
 	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
 };
 
-/* A function's range from its FDE, for objects without symbols (fde.c). */
+/* A function's range from .eh_frame_hdr, for objects without symbols (fde.c). */
 struct fde_range {
 	uint64_t start, end; /* SVMA */
 };
@@ -122,8 +123,18 @@ struct object {
 	size_t n_funcs;
 	struct strpool strs;
 	/* With no symbol table at all: the functions' ranges from .eh_frame. */
-	struct fde_range *fdes;
+	uint32_t *fde_starts; /* SVMA - base, sorted */
 	size_t n_fdes;
+	uint64_t fde_last_end; /* SVMA */
+	/* The frame last made for a function of the table (in res_mem): the
+	 * addresses of a batch come sorted, so the next is often in it too. */
+	uint64_t fde_frame_start;
+	const struct fx_sym_frame *fde_frame;
+	/* PLT stubs: slot i at plt_start + 16 i, named plt_names[i] (NULL:
+	 * not a JUMP_SLOT), in the string arena. */
+	uint64_t plt_start;
+	size_t plt_slots;
+	const char **plt_names;
 
 	/* DWARF, from the debug file or from the object itself. */
 	int dw_fd;
@@ -223,10 +234,12 @@ void sym_pool_free(struct strpool *p);
 /* Adds the function symbols of @elf's sections of @type (SHT_SYMTAB or
  * SHT_DYNSYM) to @fv, their names in @o's pool. Returns 0 or -ENOMEM. */
 int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type);
-/* Adds the PLT stubs of @elf as functions named "<symbol>@plt", as perf
- * names them (x86-64: .plt.sec's entries, or .plt's after the first, 16 bytes
+/* Reads the PLT stubs of @elf into @o, named "<symbol>@plt" as perf names
+ * them (x86-64: .plt.sec's entries, or .plt's after the first, 16 bytes
  * each, in .rela.plt's order). Returns 0 or -ENOMEM. */
-int sym_add_plt(struct object *o, struct func_vec *fv, Elf *elf);
+int sym_add_plt(struct object *o, Elf *elf);
+/* The PLT stub of @o holding the SVMA @addr, made up in *@tmp, or NULL. */
+const struct func *sym_lookup_plt(const struct object *o, uint64_t addr, struct func *tmp);
 /* Sorts @fv, keeps one name per address, and makes it @o's table (taking
  * @fv->v). */
 void sym_finish_funcs(struct object *o, struct func_vec *fv);
@@ -237,11 +250,13 @@ const char *sym_func_name(struct fx_symbolizer *s, struct object *o, struct func
 
 /* ---- fde.c ---- */
 
-/* Reads the functions' ranges of @elf's .eh_frame into @o (nothing when the
- * .eh_frame_hdr is absent or of a form not read). Returns 0 or -ENOMEM. */
-int sym_load_fdes(struct object *o, Elf *elf);
-/* The FDE range of @o holding the SVMA @addr, or NULL. */
-const struct fde_range *sym_lookup_fde(const struct object *o, uint64_t addr);
+/* Reads the functions' starts of @elf's .eh_frame_hdr (from @fd, @elf's
+ * file) into @o (nothing when it is absent or of a form not read). Returns 0
+ * or -ENOMEM. */
+int sym_load_fdes(struct object *o, Elf *elf, int fd);
+/* Whether a function of @o's .eh_frame_hdr holds the SVMA @addr: its range
+ * in *@out. */
+bool sym_lookup_fde(const struct object *o, uint64_t addr, struct fde_range *out);
 
 /* ---- load.c ---- */
 

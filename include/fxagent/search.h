@@ -30,6 +30,22 @@ static inline size_t fx_search_last_le(const void *base, size_t n, size_t size, 
 	return lo ? lo - 1 : SIZE_MAX;
 }
 
+/* The same over a sorted array of 4-byte keys (compact tables). */
+static inline size_t fx_search_last_le_u32(const uint32_t *v, size_t n, uint32_t key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (v[mid] <= key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo ? lo - 1 : SIZE_MAX;
+}
+
 /* fx_search_last_le over the array @arr of @n structs by their uint64_t
  * member @field. */
 #define FX_SEARCH_LAST_LE(arr, n, field, key)                                                      \

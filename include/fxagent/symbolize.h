@@ -32,6 +32,11 @@ struct fx_sym_result {
 	uint64_t sym_addr;    /* its start, relative to the image base */
 	uint64_t sym_size;    /* its size; 0 if unknown */
 	uint32_t n_frames;    /* >= 1 */
+	/* No symbol: sym_name is made up, "<base name>+0x<file offset of the
+	 * function's start>", the function's range taken from .eh_frame_hdr
+	 * (so every address of one function shares the name). Beside n_frames,
+	 * in its padding: results are cached by the million. */
+	bool no_symbol;
 	/* [0] is the real function, [1..] the functions inlined into it, the
 	 * innermost (where the address really is) last. With no symbol, one frame
 	 * named "<base name of the source's path>+0x<file offset>": of the
@@ -39,10 +44,6 @@ struct fx_sym_result {
 	 * the address (sym_name NULL). One build-id may be asked for at several
 	 * paths: each gets its own name. */
 	const struct fx_sym_frame *frames;
-	/* No symbol: sym_name is made up, "<base name>+0x<file offset of the
-	 * function's start>", the function's range taken from its FDE in
-	 * .eh_frame (so every address of one function shares the name). */
-	bool no_symbol;
 };
 
 /* How to read one object. */
