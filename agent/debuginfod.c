@@ -33,6 +33,7 @@ struct fx_debuginfod {
 	bool cut;	       /* progress() cut the request */
 	bool transferred;      /* the request reached a server */
 	bool error_said;
+	int null_fd; /* libdebuginfod's verbose output, discarded */
 	struct fx_debuginfod_stats st;
 };
 
@@ -128,6 +129,7 @@ struct fx_debuginfod *fx_debuginfod_new(const struct fx_debuginfod_opts *o)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return NULL;
+	d->null_fd = -1;
 	d->cache_max_bytes = o->cache_max_bytes;
 	d->timeout_ms = o->timeout_ms ? o->timeout_ms : 10000;
 	d->budget_ms = o->budget_ms;
@@ -152,6 +154,13 @@ struct fx_debuginfod *fx_debuginfod_new(const struct fx_debuginfod_opts *o)
 	}
 	debuginfod_set_user_data(d->c, d);
 	debuginfod_set_progressfn(d->c, progress);
+	/* libdebuginfod 0.188 writes some of its verbose lines with dprintf()
+	 * even to fd -1, and glibc 2.36's dprintf() leaks its 8 KiB buffer
+	 * when the fd is bad (LeakSanitizer found 8 KiB a request): give it
+	 * a good fd that discards them. */
+	d->null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (d->null_fd >= 0)
+		debuginfod_set_verbose_fd(d->c, d->null_fd);
 	return d;
 fail:
 	free(d->cache_dir);
@@ -165,6 +174,8 @@ void fx_debuginfod_free(struct fx_debuginfod *d)
 		return;
 	if (d->c)
 		debuginfod_end(d->c);
+	if (d->null_fd >= 0)
+		close(d->null_fd);
 	free(d->cache_dir);
 	free(d);
 }
