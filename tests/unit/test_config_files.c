@@ -198,6 +198,32 @@ static void test_debug_dirs(void **state)
 	       "symbolization.debug_dirs[0] '@/debug' is a regular file, not a directory");
 }
 
+static void test_debuginfod_cache(void **state)
+{
+	struct scratch *s = *state;
+
+	set(&s->c.symbolization.debuginfod_cache, at(s, "dbg"));
+	assert_int_equal(mkdir(at(s, "dbg"), 0700), 0);
+	assert_int_equal(chmod(at(s, "dbg"), 0777), 0);
+	/* No server named (in the config or, here, the environment): never made. */
+	unsetenv("DEBUGINFOD_URLS");
+	set(&s->c.symbolization.debuginfod_urls, "");
+	expect(s, 0, "");
+	set(&s->c.symbolization.debuginfod_urls, "http://debuginfod.lan");
+	expect(s, -EPERM,
+	       "symbolization.debuginfod_cache '@/dbg' is writable by others (mode 0777, owner "
+	       "root:root); run: chmod go-w '@/dbg'");
+	/* Not in the config: DEBUGINFOD_URLS decides. */
+	free(s->c.symbolization.debuginfod_urls);
+	s->c.symbolization.debuginfod_urls = NULL;
+	expect(s, 0, "");
+	setenv("DEBUGINFOD_URLS", "http://debuginfod.lan", 1);
+	expect(s, -EPERM,
+	       "symbolization.debuginfod_cache '@/dbg' is writable by others (mode 0777, owner "
+	       "root:root); run: chmod go-w '@/dbg'");
+	unsetenv("DEBUGINFOD_URLS");
+}
+
 static void test_metrics(void **state)
 {
 	struct scratch *s = *state;
@@ -226,6 +252,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_tls_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_output_and_spool, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_debug_dirs, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_debuginfod_cache, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
 	};
 
