@@ -196,10 +196,9 @@ def daemon_run(t, tag, urls, procs, seconds=8, budget="2s"):
            f"  debuginfod_timeout: 1s\n  debuginfod_budget: {budget}\n"
            f"metrics:\n  textfile: {mfile}\n")
     ws = [t.spawn([p, "30"]) for p in procs]
-    pids = []
-    for w in ws:
-        pids += ["--pid", str(w.pid)]
-    d = fxdaemon.Daemon(t, tag, cfg, *pids)
+    # The whole system: the workloads and every other process's libraries,
+    # most of which no server here has (misses).
+    d = fxdaemon.Daemon(t, tag, cfg)
     d.wait_started()
     time.sleep(seconds)
     chunks = d.chunks(running=True)
