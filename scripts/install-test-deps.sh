@@ -21,8 +21,11 @@ fi
 # systemd-container (systemd-nspawn): integration.systemd boots the package
 # under a real systemd in a container. clang-tidy, cppcheck: the static.*
 # tests; clang-14 with its runtime: the libFuzzer targets (scripts/fuzz.sh).
+# sqlite3, xz-utils: Debian's stripped programs that integration.stripped_perf
+# profiles beside perf, with python3 and perl (perl-base is always there).
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
+	sqlite3 xz-utils \
 	openssl nginx-light \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
