@@ -23,8 +23,11 @@ fi
 # tests; clang-14 with its runtime: the libFuzzer targets (scripts/fuzz.sh).
 # debuginfod (elfutils' server) and iproute2: integration.debuginfod serves
 # debug files from it inside a private network namespace (ip link set lo up).
+# sqlite3, xz-utils: Debian's stripped programs that integration.stripped_perf
+# profiles beside perf, with python3 and perl (perl-base is always there).
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
+	sqlite3 xz-utils \
 	openssl nginx-light debuginfod iproute2 \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
