@@ -80,7 +80,7 @@ MALLOC = {
 
 def add_args(ap):
     ap.add_argument("--compare-build", metavar="DIR",
-                    help="the build directory of an older revision (its bench/fx-bench-sym)")
+                    help="the build directory of an older revision, with its fx-bench-sym built")
     ap.add_argument("--addresses", type=int, help="per object (default 2000; --quick 200)")
     ap.add_argument("--rounds", type=int, help="rounds per process (default 10; --quick 3)")
     ap.add_argument("--processes", type=int,
