@@ -17,6 +17,7 @@
 #include "fxagent/hash.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
+#include "fxagent/memstat.h"
 #include "fxagent/metrics.h"
 #include "fxagent/report.h"
 #include "fxagent/service.h"
@@ -385,11 +386,65 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		{ "fxagent_info", "The agent's version.", true, "version", FX_VERSION, 1 },
 	};
 
-	ret = fx_metrics_write(path, m, sizeof(m) / sizeof(m[0]));
+	struct fx_metric all[sizeof(m) / sizeof(m[0]) + FX_MEM_NPARTS + 3];
+	size_t n = sizeof(m) / sizeof(m[0]);
+	struct fx_memstat ms;
+
+	memcpy(all, m, sizeof(m));
+	if (fx_memstat_read(&ms) == 0) {
+		for (int i = 0; i < FX_MEM_NPARTS; i++)
+			all[n++] = (struct fx_metric){
+				"fxagent_memory_bytes",
+				"Resident memory by kind: rings, heap, arenas, stacks, anon, "
+				"files, other.",
+				true,
+				"part",
+				fx_memstat_part_name((enum fx_mem_part)i),
+				(double)ms.part[i],
+			};
+		all[n++] = (struct fx_metric){ "fxagent_malloc_used_bytes",
+					       "Bytes malloc has handed out.",
+					       true,
+					       NULL,
+					       NULL,
+					       (double)ms.malloc_used };
+		all[n++] = (struct fx_metric){ "fxagent_malloc_free_bytes",
+					       "Bytes malloc holds free (not given back).",
+					       true,
+					       NULL,
+					       NULL,
+					       (double)ms.malloc_free };
+		all[n++] = (struct fx_metric){ "fxagent_malloc_arenas",
+					       "Threads' malloc arenas beside the main one.",
+					       true,
+					       NULL,
+					       NULL,
+					       (double)ms.arenas };
+	}
+	ret = fx_metrics_write(path, all, n);
 	if (ret < 0 && !pub->metrics_failed)
 		fx_log_errno(FX_LOG_WARN, -ret,
 			     "cannot write the metrics file %s (metrics.textfile)", path);
 	pub->metrics_failed = ret < 0;
+}
+
+/* Where the resident memory is, one line. */
+static void debug_memory(void)
+{
+	struct fx_memstat ms;
+	char line[512];
+	size_t o;
+
+	if (fx_memstat_read(&ms) < 0)
+		return;
+	o = (size_t)snprintf(line, sizeof(line),
+			     "memory: %.1f MiB resident:", (double)ms.rss / 1048576.0);
+	for (int i = 0; i < FX_MEM_NPARTS && o < sizeof(line); i++)
+		o += (size_t)snprintf(line + o, sizeof(line) - o, " %s %.1f",
+				      fx_memstat_part_name((enum fx_mem_part)i),
+				      (double)ms.part[i] / 1048576.0);
+	fx_debug("%s; malloc %.1f MiB used, %.1f MiB free, %" PRIu64 " thread arenas", line,
+		 (double)ms.malloc_used / 1048576.0, (double)ms.malloc_free / 1048576.0, ms.arenas);
 }
 
 static void debug_state(struct publisher *pub)
@@ -399,6 +454,7 @@ static void debug_state(struct publisher *pub)
 
 	if (fx_log_get_level() < FX_LOG_DEBUG)
 		return;
+	debug_memory();
 	if (pub->sym) {
 		fx_symbolizer_get_stats(pub->sym, &ss);
 		fx_debug("symbolizer: %" PRIu64 " objects, %.1f MiB (debug sections %.1f MiB, "
