@@ -7,7 +7,9 @@ runs `fxagent` with one `cgroup:` target per cgroup and W-second windows for D
 seconds, and prints: the agent's CPU (share of one CPU, from its threads'
 schedstat) and RSS sampled along the run (to see that it stays flat), the
 time the sampler thread spent on each window rotation (average and maximum,
-from the agent's own stats), and the chunk bytes per sample.
+from the agent's own stats), the chunk bytes per sample, and where the
+resident memory was at the last window (fxagent_memory_bytes{part} of the
+metrics file, and malloc's own counts).
 
 usage: bench/daemon.py [--build DIR] [--quick] [--targets N] [--duration S] [--window W]
 """
@@ -41,6 +43,24 @@ def cgroup2_mount():
     return mounts[0]
 
 
+def memory_parts(path):
+    """{part: bytes} of fxagent_memory_bytes, then malloc's used and free bytes and
+    its thread arenas, from the agent's metrics file; {} without one."""
+    out = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.startswith("fxagent_memory_bytes{part=\""):
+                    out[line.split('"')[1]] = float(line.split()[-1])
+                elif line.startswith(("fxagent_malloc_used_bytes ", "fxagent_malloc_free_bytes ")):
+                    out["malloc " + line.split("_")[2]] = float(line.split()[-1])
+                elif line.startswith("fxagent_malloc_arenas "):
+                    out["thread arenas"] = int(float(line.split()[-1]))
+    except OSError:
+        pass
+    return out
+
+
 def run(ctx, a):
     dur = a.duration or (12 if ctx.quick else getattr(ctx, "daemon_seconds", 300))
     win = a.window or (3 if ctx.quick else 10)
@@ -52,8 +72,10 @@ def run(ctx, a):
     with tempfile.TemporaryDirectory(prefix="fxbench-") as tmp:
         out = os.path.join(tmp, "chunks")
         cfg = os.path.join(tmp, "fxagent.yaml")
+        prom = os.path.join(tmp, "fxagent.prom")
         with open(cfg, "w") as f:
-            f.write(f"window:\n  seconds: {win}\noutput:\n  directory: {out}\ntargets:\n")
+            f.write(f"window:\n  seconds: {win}\noutput:\n  directory: {out}\n"
+                    f"metrics:\n  textfile: {prom}\ntargets:\n")
             for n in names:
                 f.write(f"  - name: {n}\n    cgroup: /{n}\n")
         try:
@@ -82,6 +104,7 @@ def run(ctx, a):
                 ctx.log(f"daemon: t={series[-1][0]:5.0f} s  agent cpu "
                         f"{(series[-1][1] - c0) / 1e9:.2f} s  rss {series[-1][2]:.1f} MiB")
             t1, c1 = time.monotonic(), fb.task_cpu_ns(ag.pid)
+            mem = memory_parts(prom)
             fb.stop(ag)
             drain.join()
         finally:
@@ -109,6 +132,10 @@ def run(ctx, a):
                  ["rotation pause, wall clock, avg / max", f"{m.group(5)} / {m.group(6)} us"],
                  ["rotation pause, sampler thread CPU, avg / max",
                   f"{m.group(7)} / {m.group(8)} us"]]
+    if mem:
+        rows.append(["memory at the last window, MiB", ", ".join(
+            f"{k} {v / 1048576:.1f}" if k != "thread arenas" else f"{v} {k}"
+            for k, v in mem.items())])
     rows.append(["chunk bytes per sample", f"{nbytes / max(1, nsamples):.1f} ({nbytes} bytes, "
                  f"{nsamples} samples, {len(chunks)} chunks)"])
     rot = float(m.group(6)) / 1000 if m else None
