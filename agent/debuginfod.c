@@ -37,6 +37,14 @@ struct fx_debuginfod {
 	struct fx_debuginfod_stats st;
 };
 
+/* Set once the agent stops (fx_debuginfod_stop_all). */
+static bool stopping;
+
+void fx_debuginfod_stop_all(void)
+{
+	__atomic_store_n(&stopping, true, __ATOMIC_RELAXED);
+}
+
 /* DEBUGINFOD_URLS as the process started: what urls NULL stands for. */
 static const char *inherited_urls(void)
 {
@@ -100,7 +108,8 @@ static int progress(debuginfod_client *c, long a, long b)
 	(void)a;
 	(void)b;
 	d->transferred = true;
-	if (fx_now_ns(CLOCK_MONOTONIC) >= d->req_end_ns) {
+	if (fx_now_ns(CLOCK_MONOTONIC) >= d->req_end_ns ||
+	    __atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		d->cut = true;
 		return 1;
 	}
@@ -333,7 +342,8 @@ int fx_debuginfod_find(struct fx_debuginfod *d, const uint8_t *id, size_t len, c
 
 	if (!d || !id || len < 2 || len > FX_BUILD_ID_MAX)
 		return -ENOENT;
-	if (d->batch_end_ns && now >= d->batch_end_ns) {
+	if ((d->batch_end_ns && now >= d->batch_end_ns) ||
+	    __atomic_load_n(&stopping, __ATOMIC_RELAXED)) {
 		d->st.deferred++;
 		return -EAGAIN;
 	}

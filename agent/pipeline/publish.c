@@ -639,6 +639,8 @@ void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns)
 	if (!pub->stop_at) {
 		pub->stop_at = deadline_ns;
 		fx_sink_begin_stop(pub->spool, deadline_ns);
+		/* The last window is symbolized with what is at hand. */
+		fx_debuginfod_stop_all();
 	}
 	pthread_mutex_unlock(&pub->mu);
 }

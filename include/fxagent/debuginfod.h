@@ -67,6 +67,12 @@ void fx_debuginfod_begin_batch(struct fx_debuginfod *d);
 int fx_debuginfod_find(struct fx_debuginfod *d, const uint8_t *id, size_t len, char *path,
 		       size_t cap);
 
+/* The agent is stopping: from now on every client asks nothing
+ * (fx_debuginfod_find() answers -EAGAIN) and a request under way is cut
+ * within about a second, so a stop keeps its bound. Any thread; for the
+ * whole process, once. */
+void fx_debuginfod_stop_all(void);
+
 /* How long, in seconds, a miss or error is remembered (retry_s). */
 unsigned fx_debuginfod_retry_s(const struct fx_debuginfod *d);
 

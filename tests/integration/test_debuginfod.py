@@ -27,6 +27,7 @@ served nowhere.
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -265,12 +266,39 @@ def check_bad_servers(t, inl):
                         "ended (budget 1 s)")
             if tag == "slow":
                 t.check(held, "the slow server was never asked")
+        check_stop(t, inl, slow, held)
     finally:
         stop.set()
         th.join()
         for c in held:
             c.close()
         lsock.close()
+
+
+def check_stop(t, inl, slow, held):
+    """SIGTERM while a request hangs on the slow server, with a 60 s timeout and
+    budget: the agent ends it and exits within seconds, not at the request's
+    bound."""
+    cfg = ("window:\n  seconds: 3\n"
+           f"symbolization:\n  debuginfod_urls: [\"{slow}\"]\n"
+           f"  debuginfod_cache: {os.path.join(t.work, 'cache-stop')}\n"
+           "  debuginfod_timeout: 60s\n  debuginfod_budget: 60s\n")
+    w = t.spawn([inl, "60"])
+    d = fxdaemon.Daemon(t, "stop", cfg)
+    d.wait_started()
+    before = len(held)
+    # The first window's symbolization asks the server, and waits.
+    t.require(fxtest.wait_for(lambda: len(held) > before, fxtest.scaled(20), 0.1),
+              "no request reached the slow server in 20 s of 3 s windows")
+    time.sleep(0.5)
+    start = time.monotonic()
+    rc = d.stop(signal.SIGTERM, timeout=70)
+    took = time.monotonic() - start
+    w.kill()
+    t.note(f"SIGTERM with a request hanging: exit {rc} after {took:.1f} s")
+    t.check(rc == 0 and took <= fxtest.scaled(5),
+            f"SIGTERM while a debuginfod request hung: exit {rc} after {took:.1f} s "
+            "(the request's bound is 60 s; want it cut, exit within 5 s)")
 
 
 def body(t):
