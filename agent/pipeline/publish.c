@@ -309,7 +309,7 @@ static void switch_sinks(struct publisher *pub, struct gen *g)
 
 /* The agent's counters, for node_exporter's textfile collector. */
 static void write_metrics(struct publisher *pub, const struct batch *b,
-			  const struct fx_shipper_stats *st)
+			  const struct fx_shipper_stats *st, const struct fx_memstat *ms)
 {
 	const char *path = b->g->cfg->metrics.textfile;
 	const struct fx_pipeline_stats *ps = &pub->p->stats;
@@ -388,10 +388,9 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 
 	struct fx_metric all[sizeof(m) / sizeof(m[0]) + FX_MEM_NPARTS + 3];
 	size_t n = sizeof(m) / sizeof(m[0]);
-	struct fx_memstat ms;
 
 	memcpy(all, m, sizeof(m));
-	if (fx_memstat_read(&ms) == 0) {
+	if (ms) {
 		for (int i = 0; i < FX_MEM_NPARTS; i++)
 			all[n++] = (struct fx_metric){
 				"fxagent_memory_bytes",
@@ -400,26 +399,26 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 				true,
 				"part",
 				fx_memstat_part_name((enum fx_mem_part)i),
-				(double)ms.part[i],
+				(double)ms->part[i],
 			};
 		all[n++] = (struct fx_metric){ "fxagent_malloc_used_bytes",
 					       "Bytes malloc has handed out.",
 					       true,
 					       NULL,
 					       NULL,
-					       (double)ms.malloc_used };
+					       (double)ms->malloc_used };
 		all[n++] = (struct fx_metric){ "fxagent_malloc_free_bytes",
 					       "Bytes malloc holds free (not given back).",
 					       true,
 					       NULL,
 					       NULL,
-					       (double)ms.malloc_free };
+					       (double)ms->malloc_free };
 		all[n++] = (struct fx_metric){ "fxagent_malloc_arenas",
 					       "Threads' malloc arenas beside the main one.",
 					       true,
 					       NULL,
 					       NULL,
-					       (double)ms.arenas };
+					       (double)ms->arenas };
 	}
 	ret = fx_metrics_write(path, all, n);
 	if (ret < 0 && !pub->metrics_failed)
@@ -429,32 +428,32 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 }
 
 /* Where the resident memory is, one line. */
-static void debug_memory(void)
+static void debug_memory(const struct fx_memstat *ms)
 {
-	struct fx_memstat ms;
 	char line[512];
 	size_t o;
 
-	if (fx_memstat_read(&ms) < 0)
+	if (!ms)
 		return;
 	o = (size_t)snprintf(line, sizeof(line),
-			     "memory: %.1f MiB resident:", (double)ms.rss / 1048576.0);
+			     "memory: %.1f MiB resident:", (double)ms->rss / 1048576.0);
 	for (int i = 0; i < FX_MEM_NPARTS && o < sizeof(line); i++)
 		o += (size_t)snprintf(line + o, sizeof(line) - o, " %s %.1f",
 				      fx_memstat_part_name((enum fx_mem_part)i),
-				      (double)ms.part[i] / 1048576.0);
+				      (double)ms->part[i] / 1048576.0);
 	fx_debug("%s; malloc %.1f MiB used, %.1f MiB free, %" PRIu64 " thread arenas", line,
-		 (double)ms.malloc_used / 1048576.0, (double)ms.malloc_free / 1048576.0, ms.arenas);
+		 (double)ms->malloc_used / 1048576.0, (double)ms->malloc_free / 1048576.0,
+		 ms->arenas);
 }
 
-static void debug_state(struct publisher *pub)
+static void debug_state(struct publisher *pub, const struct fx_memstat *ms)
 {
 	struct fx_symbolizer_stats ss;
 	struct fx_objects_stats os;
 
 	if (fx_log_get_level() < FX_LOG_DEBUG)
 		return;
-	debug_memory();
+	debug_memory(ms);
 	if (pub->sym) {
 		fx_symbolizer_get_stats(pub->sym, &ss);
 		fx_debug("symbolizer: %" PRIu64 " objects, %.1f MiB (debug sections %.1f MiB, "
@@ -471,9 +470,15 @@ static void debug_state(struct publisher *pub)
 
 static void report_status(struct publisher *pub, const struct batch *b)
 {
+	bool metrics = pub->p->opts.report_status && b->g->cfg->metrics.textfile;
 	struct fx_shipper_stats st;
+	struct fx_memstat mem;
+	const struct fx_memstat *ms = NULL;
 	uint64_t nsamples = 0;
 
+	/* /proc/self/smaps read once, for the debug log and the metrics. */
+	if ((metrics || fx_log_get_level() >= FX_LOG_DEBUG) && fx_memstat_read(&mem) == 0)
+		ms = &mem;
 	fx_sink_get_stats(pub->spool, &st);
 	if (pub->spool)
 		fx_log(FX_LOG_INFO,
@@ -481,10 +486,10 @@ static void report_status(struct publisher *pub, const struct batch *b)
 		       " rejected, %" PRIu64 " dropped; %" PRIu64 " pending (%" PRIu64 " bytes)",
 		       st.uploaded, st.retried, st.rejected, st.dropped, st.pending,
 		       st.spool_bytes);
-	debug_state(pub);
+	debug_state(pub, ms);
 	if (!pub->p->opts.report_status)
 		return;
-	write_metrics(pub, b, &st);
+	write_metrics(pub, b, &st, ms);
 	for (size_t i = 0; i < b->njobs; i++)
 		nsamples += b->jobs[i].win->counters.samples;
 	fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64
