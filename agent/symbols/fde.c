@@ -56,8 +56,8 @@ static uint64_t last_end(Elf *elf, int fd, uint64_t fde_addr, uint64_t start)
 	uint32_t len, range;
 
 	if (!sym_find_section(elf, ".eh_frame", &esh) || esh.sh_type != SHT_PROGBITS ||
-	    fde_addr < esh.sh_addr || fde_addr - esh.sh_addr > esh.sh_size - sizeof(p) ||
-	    esh.sh_size < sizeof(p) ||
+	    esh.sh_size < sizeof(p) || fde_addr < esh.sh_addr ||
+	    fde_addr - esh.sh_addr > esh.sh_size - sizeof(p) ||
 	    !read_at(fd, p, sizeof(p), esh.sh_offset + (fde_addr - esh.sh_addr)))
 		return 0;
 	memcpy(&len, p, sizeof(len));

@@ -293,6 +293,7 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 	size_t id_len = src->build_id_len;
 	int fd = -1, dfd = -1, ret, len;
 	Elf *elf = NULL, *delf = NULL;
+	bool has_symtab;
 	struct stat st;
 
 	if (src->fd >= 0) {
@@ -353,9 +354,10 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 		if (ret)
 			goto out;
 	}
+	has_symtab = sym_find_section(elf, ".symtab", NULL) ||
+		     (delf && sym_find_section(delf, ".symtab", NULL));
 	if (!o->origin)
-		o->origin =
-			sym_find_section(elf, ".symtab", NULL) ? FX_SYM_SYMTAB : FX_SYM_STRIPPED;
+		o->origin = has_symtab ? FX_SYM_SYMTAB : FX_SYM_STRIPPED;
 	ret = sym_add_symbols(o, &fv, elf, SHT_SYMTAB);
 	if (!ret)
 		ret = sym_add_symbols(o, &fv, elf, SHT_DYNSYM);
@@ -363,8 +365,7 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 		ret = sym_add_plt(o, elf);
 	/* No symbol table anywhere (a stripped binary, no debug file): its
 	 * functions' ranges from .eh_frame name what .dynsym does not. */
-	if (!ret && !sym_find_section(elf, ".symtab", NULL) &&
-	    !(delf && sym_find_section(delf, ".symtab", NULL)))
+	if (!ret && !has_symtab)
 		ret = sym_load_fdes(o, elf, fd);
 	if (ret)
 		goto out;
