@@ -55,11 +55,16 @@ struct entry {
 	struct sample_ctx *cur;
 };
 
+/* Frames compared in FX_DWUNWIND_CHECK (on the stack). */
+#define FX_DWUNWIND_CHECK_FRAMES 256
+
 #define HIST_STEP_NS 100
 #define HIST_BUCKETS 2000
 
 struct fx_dwunwind {
 	const struct fx_objects *objs;
+	enum fx_dwunwind_engine engine;
+	struct fx_cfitab *tables;
 	uint32_t hist[HIST_BUCKETS + 1]; /* unwind times, HIST_STEP_NS wide */
 	struct entry *v;
 	size_t n, max;
@@ -277,6 +282,8 @@ static struct entry *lookup(struct fx_dwunwind *d, const struct fx_proc *proc)
 {
 	struct entry *e = NULL;
 
+	if (!d->v)
+		return NULL; /* never: fx_dwunwind_new() failed without it */
 	for (size_t i = 0; i < d->n; i++) {
 		if (d->v[i].pid == proc->pid && d->v[i].dwfl) {
 			e = &d->v[i];
@@ -308,11 +315,12 @@ static struct entry *lookup(struct fx_dwunwind *d, const struct fx_proc *proc)
 			d->stats.dwfl_update++;
 		e->generation = proc->generation;
 	}
-	e->last_use = ++d->tick;
+	e->last_use = d->tick;
 	return e->attached ? e : NULL;
 }
 
-struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs)
+struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs,
+				    enum fx_dwunwind_engine engine)
 {
 	struct fx_dwunwind *d = calloc(1, sizeof(*d));
 
@@ -320,10 +328,12 @@ struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_pr
 		return NULL;
 	fx_elf_init();
 	d->objs = objs;
+	d->engine = engine;
 	d->max = max_procs ? max_procs : 1;
 	d->v = calloc(d->max, sizeof(*d->v));
-	if (!d->v) {
-		free(d);
+	d->tables = fx_cfitab_new(objs, FX_DWUNWIND_TABLE_BYTES);
+	if (!d->v || !d->tables) {
+		fx_dwunwind_free(d);
 		return NULL;
 	}
 	return d;
@@ -336,6 +346,7 @@ void fx_dwunwind_free(struct fx_dwunwind *d)
 	for (size_t i = 0; i < d->n; i++)
 		entry_clear(&d->v[i]);
 	free(d->v);
+	fx_cfitab_free(d->tables);
 	free(d);
 }
 
@@ -355,6 +366,7 @@ size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark)
 		}
 	}
 	d->stats.idle_dropped += n;
+	fx_cfitab_drop_idle(d->tables, mark);
 	return n;
 }
 
@@ -385,16 +397,133 @@ static int on_frame(Dwfl_Frame *state, void *arg)
 	return DWARF_CB_OK;
 }
 
+/* Reads the word at @addr of the stack copy, as memory_read() does for
+ * libdwfl: the same answers make the same walk. */
+static bool stack_read(struct sample_ctx *c, uint64_t addr, uint64_t *out)
+{
+	if (addr < c->sp)
+		return false;
+	if (addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
+		c->read_beyond = true;
+		return false;
+	}
+	memcpy(out, c->stack + (addr - c->sp), 8);
+	return true;
+}
+
+#define WALK_FALLBACK 1
+
+/* Walks the stack with the compiled rules, as libdwfl would: the same
+ * frames, and the same end (0: the return address was undefined or could
+ * not be read; -1: an error). Returns WALK_FALLBACK, with nothing kept, at
+ * the first frame the rules cannot take. */
+static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct sample_ctx *c)
+{
+	uint64_t pc = c->regs[16], sp = c->regs[7], bp = c->regs[6];
+	bool bp_known = true;
+
+	for (bool first = true;; first = false) {
+		uint64_t look = first ? pc : pc - 1, off, base, cfa, ra, v = 0;
+		struct fx_cfi_rule r;
+		uint32_t object;
+
+		if (c->n == c->cap) {
+			c->full = true;
+			return 0;
+		}
+		c->ips[c->n++] = look;
+		if (!fx_procs_resolve(proc, look, &object, &off) ||
+		    fx_cfitab_find(d->tables, object, off, &r) < 0 || r.kind == FX_CFI_NONE)
+			return WALK_FALLBACK;
+		if (r.kind == FX_CFI_OUTERMOST)
+			return 0;
+		if (r.kind == FX_CFI_PLT) {
+			cfa = sp + 8 + ((pc & 15) >= (uint64_t)r.off ? 8 : 0);
+		} else {
+			if (r.reg == 7)
+				base = sp;
+			else if (r.reg == 6 && bp_known)
+				base = bp;
+			else if (first)
+				base = c->regs[r.reg];
+			else
+				return WALK_FALLBACK; /* a register the rules do not follow */
+			cfa = base + (uint64_t)(int64_t)r.off;
+			if (r.kind == FX_CFI_DEREF && !stack_read(c, cfa, &cfa))
+				return WALK_FALLBACK;
+		}
+		/* libdwfl takes a return address it cannot read as undefined. */
+		if (!stack_read(c, cfa - 8, &ra) || ra == 0)
+			return 0;
+		if (r.rbp) {
+			bp_known = stack_read(c, cfa + (uint64_t)(int64_t)r.rbp, &v);
+			bp = v;
+		}
+		sp = cfa;
+		pc = ra;
+	}
+}
+
+/* libdwfl's walk. Returns what dwfl_getthread_frames() did (0: to an
+ * undefined return address), -1 when the process has no module. */
+static int walk_libdwfl(struct fx_dwunwind *d, const struct fx_proc *proc, struct sample_ctx *c)
+{
+	struct entry *e = proc ? lookup(d, proc) : NULL;
+	int ret;
+
+	if (!e) {
+		/* No module to unwind with: the sampled address is all we know. */
+		c->ips[c->n++] = c->regs[16];
+		return -1;
+	}
+	e->cur = c;
+	ret = dwfl_getthread_frames(e->dwfl, (pid_t)c->tid, on_frame, c);
+	e->cur = NULL;
+	if (c->n == 0) {
+		c->ips[c->n++] = c->regs[16];
+		ret = -1;
+	}
+	return ret;
+}
+
+/* 0: the walk reached a frame whose return address is undefined: the
+ * outermost (_start, clone) or one the copy did not reach. A copy shorter
+ * than asked for ended at the top of the stack and holds every frame. */
+static bool walk_truncated(const struct sample_ctx *c, int ret, const struct fx_record_sample *s)
+{
+	return ret != 0 || c->full || (c->read_beyond && s->stack_dyn_size >= s->stack_size);
+}
+
+static void check(struct fx_dwunwind *d, const struct fx_proc *proc, const struct sample_ctx *t,
+		  bool t_cut, const struct fx_record_sample *s)
+{
+	uint64_t ips[FX_DWUNWIND_CHECK_FRAMES];
+	struct sample_ctx c = *t;
+	size_t same = 0;
+	int ret;
+
+	c.ips = ips;
+	c.cap = t->cap < FX_DWUNWIND_CHECK_FRAMES ? t->cap : FX_DWUNWIND_CHECK_FRAMES;
+	c.n = 0;
+	c.full = c.read_beyond = c.thread_given = false;
+	ret = walk_libdwfl(d, proc, &c);
+	while (same < c.n && same < t->n && ips[same] == t->ips[same])
+		same++;
+	d->stats.check_samples++;
+	d->stats.check_frames += c.n;
+	d->stats.check_frames_same += same;
+	if (same == c.n && same == t->n && walk_truncated(&c, ret, s) == t_cut)
+		d->stats.check_same++;
+}
+
 size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 			const struct fx_record_sample *s, uint64_t *ips, size_t cap,
 			bool *truncated)
 {
 	struct sample_ctx c = { .tid = s->tid, .ips = ips, .cap = cap };
 	struct timespec t0, t1;
-	struct entry *e;
 	uint64_t ns;
-	bool cut;
-	int ret;
+	int ret = WALK_FALLBACK;
 
 	*truncated = false;
 	if (!s->abi || !s->regs || cap == 0 ||
@@ -403,38 +532,31 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 		return 0;
 	}
 	d->stats.unwinds++;
+	fx_cfitab_set_now(d->tables, ++d->tick);
 	c.sp = c.regs[7];
 	c.stack = s->stack;
 	c.stack_len = s->stack ? s->stack_dyn_size : 0;
-	e = proc ? lookup(d, proc) : NULL;
-	if (!e) {
-		/* No module to unwind with: the sampled address is all we know. */
-		ips[0] = c.regs[16];
-		*truncated = true;
-		d->stats.truncated++;
-		return 1;
-	}
-	e->cur = &c;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	ret = dwfl_getthread_frames(e->dwfl, (pid_t)s->tid, on_frame, &c);
+	if (proc && d->engine != FX_DWUNWIND_LIBDWFL)
+		ret = walk_tables(d, proc, &c);
+	if (ret == WALK_FALLBACK) {
+		c.n = 0;
+		c.full = c.read_beyond = false;
+		ret = walk_libdwfl(d, proc, &c);
+		d->stats.by_libdwfl++;
+	} else {
+		d->stats.by_tables++;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	e->cur = NULL;
 	ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
 	     (uint64_t)t0.tv_nsec;
 	d->stats.ns += ns;
 	d->hist[ns / HIST_STEP_NS < HIST_BUCKETS ? ns / HIST_STEP_NS : HIST_BUCKETS]++;
-	if (c.n == 0) {
-		ips[c.n++] = c.regs[16];
-		ret = -1;
-	}
-	/* 0: the walk reached a frame whose return address is undefined: the
-	 * outermost (_start, clone) or one the copy did not reach. A copy shorter
-	 * than asked for ended at the top of the stack and holds every frame. */
-	cut = c.read_beyond && s->stack_dyn_size >= s->stack_size;
-	if (ret != 0 || c.full || cut) {
-		*truncated = true;
+	*truncated = walk_truncated(&c, ret, s);
+	if (*truncated)
 		d->stats.truncated++;
-	}
+	if (d->engine == FX_DWUNWIND_CHECK)
+		check(d, proc, &c, *truncated, s);
 	return c.n;
 }
 
@@ -444,6 +566,11 @@ void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats
 	out->live = 0;
 	for (size_t i = 0; i < d->n; i++)
 		out->live += d->v[i].dwfl != NULL;
+}
+
+void fx_dwunwind_table_stats(const struct fx_dwunwind *d, struct fx_cfitab_stats *out)
+{
+	fx_cfitab_get_stats(d->tables, out);
 }
 
 uint64_t fx_dwunwind_quantile_ns(const struct fx_dwunwind *d, double q)

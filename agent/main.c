@@ -42,6 +42,7 @@ struct options {
 	size_t npids;
 	size_t ring_pages; /* 0 = sized for the records */
 	enum fx_unwind_mode unwind;
+	enum fx_dwunwind_engine engine;
 	uint32_t stack_bytes;
 	bool verbose;
 	bool serve;	    /* --once --serve[=ADDR:PORT]: then serve the profile */
@@ -94,6 +95,10 @@ static void usage(FILE *f)
 		"      --open           and open it in the browser (xdg-open)\n"
 		"  -p, --pid=PID        only these processes (repeatable)\n"
 		"      --no-kernel      leave out kernel frames\n"
+		"      --unwind=MODE    user stacks: dwarf (default: rules compiled from\n"
+		"                       .eh_frame, libdwfl where they cannot), fp (frame\n"
+		"                       pointers), libdwfl (libdwfl only), check (both,\n"
+		"                       compared; -v prints how many frames agree)\n"
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
 		"  -v, --verbose        log more\n"
 		"  -h, --help           show this help and exit\n"
@@ -201,9 +206,18 @@ static int sampling_option(int c, const char *arg, struct options *o)
 		o->set_idle = true;
 		return 0;
 	case OPT_UNWIND:
-		if (strcmp(arg, "dwarf") != 0 && strcmp(arg, "fp") != 0)
-			return bad_value("unwind", arg, "dwarf or fp");
-		o->unwind = !strcmp(arg, "dwarf") ? FX_UNWIND_DWARF : FX_UNWIND_FP;
+		if (!strcmp(arg, "fp"))
+			o->unwind = FX_UNWIND_FP;
+		else if (!strcmp(arg, "dwarf"))
+			o->engine = FX_DWUNWIND_TABLES;
+		else if (!strcmp(arg, "libdwfl"))
+			o->engine = FX_DWUNWIND_LIBDWFL;
+		else if (!strcmp(arg, "check"))
+			o->engine = FX_DWUNWIND_CHECK;
+		else
+			return bad_value("unwind", arg, "dwarf, fp, libdwfl or check");
+		if (strcmp(arg, "fp") != 0)
+			o->unwind = FX_UNWIND_DWARF;
 		o->set_unwind = true;
 		return 0;
 	case OPT_STACK_BYTES:
@@ -358,8 +372,10 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		cfg->sampling.kernel_stacks = o->kernel;
 	if (o->set_idle)
 		cfg->sampling.include_idle = o->include_idle;
-	if (o->set_unwind)
+	if (o->set_unwind) {
 		cfg->sampling.dwarf = o->unwind == FX_UNWIND_DWARF;
+		cfg->sampling.dwarf_engine = (uint8_t)o->engine;
+	}
 	if (o->set_stack)
 		cfg->sampling.stack_bytes = o->stack_bytes;
 	if (o->window_seconds)
@@ -484,13 +500,30 @@ static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec
 		const struct fx_dwunwind *dw = fx_unwind_dwarf(uw);
 		struct fx_dwunwind_stats ds;
 
+		struct fx_cfitab_stats ts;
+
 		fx_dwunwind_get_stats(dw, &ds);
+		fx_dwunwind_table_stats(dw, &ts);
 		fx_info("stats: dwarf unwinds %" PRIu64 ", median %.1f us, p99 %.1f us, truncated "
 			"%" PRIu64 ", dwfl created %" PRIu64 ", updated %" PRIu64
 			", evicted %" PRIu64,
 			ds.unwinds, (double)fx_dwunwind_quantile_ns(dw, 0.5) / 1000.0,
 			(double)fx_dwunwind_quantile_ns(dw, 0.99) / 1000.0, ds.truncated,
 			ds.dwfl_new, ds.dwfl_update, ds.evicted);
+		fx_info("stats: unwound by tables %" PRIu64 ", by libdwfl %" PRIu64
+			"; tables %" PRIu64 " (%.1f KiB), functions %" PRIu64 ", rows %" PRIu64
+			", compiled in %.1f ms, objects without %" PRIu64,
+			ds.by_tables, ds.by_libdwfl, ts.objects, (double)ts.bytes / 1024.0,
+			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table);
+		if (ds.check_samples)
+			fx_info("stats: unwind check: %" PRIu64 " of %" PRIu64
+				" samples the same as libdwfl's, %" PRIu64 " of %" PRIu64
+				" frames (%.3f%%)",
+				ds.check_same, ds.check_samples, ds.check_frames_same,
+				ds.check_frames,
+				ds.check_frames ? 100.0 * (double)ds.check_frames_same /
+							  (double)ds.check_frames
+						: 100.0);
 	}
 	if (ps.lost)
 		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", ps.lost);

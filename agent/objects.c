@@ -537,6 +537,17 @@ int fx_objects_dup_fd(const struct fx_objects *o, uint32_t id)
 	return fd;
 }
 
+uint32_t fx_objects_file(const struct fx_objects *o, uint32_t id)
+{
+	uint32_t file = id;
+
+	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
+	if (id < o->n)
+		file = o->v[id]->file;
+	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
+	return file;
+}
+
 void fx_objects_mark(struct fx_objects *o, const uint32_t *ids, size_t n, size_t stride)
 {
 	const unsigned char *p = (const unsigned char *)ids;

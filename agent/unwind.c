@@ -20,7 +20,7 @@ struct fx_unwinder *fx_unwind_new(const struct fx_unwind_opts *opts)
 		return NULL;
 	u->opts = *opts;
 	if (opts->mode == FX_UNWIND_DWARF) {
-		u->dw = fx_dwunwind_new(opts->objs, opts->max_procs);
+		u->dw = fx_dwunwind_new(opts->objs, opts->max_procs, opts->engine);
 		if (!u->dw) {
 			free(u);
 			return NULL;

@@ -16,7 +16,8 @@ int cfg_get_sampling(struct ctx *x, const struct node *n)
 {
 	static const char *const keys[] = { "frequency",     "unwind",	     "stack_bytes",
 					    "kernel_stacks", "include_idle", "ring_size" };
-	static const char *const unwinds[] = { "dwarf", "fp" };
+	/* "libdwfl" and "check" are dwarf too: the engine (dwunwind.h) */
+	static const char *const unwinds[] = { "dwarf", "fp", "libdwfl", "check" };
 	const struct node *v[6], *k[6];
 	char sub[PATH_BUF];
 	uint64_t u;
@@ -30,9 +31,12 @@ int cfg_get_sampling(struct ctx *x, const struct node *n)
 			x->c->sampling.frequency = (unsigned)u;
 	}
 	if (!r && v[1]) {
-		r = cfg_get_enum(x, v[1], "sampling.unwind", "dwarf or fp", unwinds, 2, &idx);
-		if (!r)
-			x->c->sampling.dwarf = idx == 0;
+		r = cfg_get_enum(x, v[1], "sampling.unwind", "dwarf, fp, libdwfl or check", unwinds,
+				 4, &idx);
+		if (!r) {
+			x->c->sampling.dwarf = idx != 1;
+			x->c->sampling.dwarf_engine = idx < 2 ? 0 : (uint8_t)(idx - 1);
+		}
 	}
 	if (!r && v[2]) {
 		r = cfg_get_uint(x, v[2], "sampling.stack_bytes", 1024, 32768, 8, &u);

@@ -208,6 +208,7 @@ static int open_sampling(struct fx_pipeline *p)
 	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
 				     .kernel = cfg->sampling.kernel_stacks,
 				     .max_procs = UNWIND_CACHE_PROCS,
+				     .engine = (enum fx_dwunwind_engine)cfg->sampling.dwarf_engine,
 				     .objs = p->objs };
 	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle,
 				       .pids = p->opts.pids,
@@ -337,6 +338,7 @@ static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
 {
 	return a->sampling.frequency == b->sampling.frequency &&
 	       a->sampling.dwarf == b->sampling.dwarf &&
+	       a->sampling.dwarf_engine == b->sampling.dwarf_engine &&
 	       a->sampling.stack_bytes == b->sampling.stack_bytes &&
 	       a->sampling.ring_bytes == b->sampling.ring_bytes &&
 	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&

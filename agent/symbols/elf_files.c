@@ -49,36 +49,13 @@ void sym_close_elf(int *fd, Elf **elf)
 	*fd = -1;
 }
 
-Elf_Scn *sym_find_section(Elf *elf, const char *name, GElf_Shdr *sh_out)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0)
-		return NULL;
-	while ((scn = elf_nextscn(elf, scn)) != NULL) {
-		GElf_Shdr sh;
-		const char *n;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		n = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (n && strcmp(n, name) == 0) {
-			if (sh_out)
-				*sh_out = sh;
-			return scn;
-		}
-	}
-	return NULL;
-}
-
 bool sym_has_dwarf(Elf *elf)
 {
 	GElf_Shdr sh;
 
-	if (sym_find_section(elf, ".debug_info", &sh) && sh.sh_type != SHT_NOBITS && sh.sh_size)
+	if (fx_elf_section(elf, ".debug_info", &sh) && sh.sh_type != SHT_NOBITS && sh.sh_size)
 		return true;
-	return sym_find_section(elf, ".zdebug_info", &sh) && sh.sh_type != SHT_NOBITS;
+	return fx_elf_section(elf, ".zdebug_info", &sh) && sh.sh_type != SHT_NOBITS;
 }
 
 static uint32_t file_crc32(int fd)
@@ -128,7 +105,7 @@ reject:
 /* Reads .gnu_debuglink: the debug file's base name and the CRC of its contents. */
 static bool read_debuglink(Elf *elf, char *name, size_t cap, uint32_t *crc)
 {
-	Elf_Scn *scn = sym_find_section(elf, ".gnu_debuglink", NULL);
+	Elf_Scn *scn = fx_elf_section(elf, ".gnu_debuglink", NULL);
 	Elf_Data *d;
 	size_t len, crc_off;
 

@@ -176,7 +176,7 @@ int sym_add_plt(struct object *o, Elf *elf)
 {
 	GElf_Shdr rsh, psh, dsh;
 	GElf_Ehdr eh;
-	Elf_Scn *rel = sym_find_section(elf, ".rela.plt", &rsh), *plt, *dyn;
+	Elf_Scn *rel = fx_elf_section(elf, ".rela.plt", &rsh), *plt, *dyn;
 	Elf_Data *rd, *dd;
 	size_t first = 0, n, slots;
 
@@ -185,9 +185,9 @@ int sym_add_plt(struct object *o, Elf *elf)
 		return 0;
 	/* With IBT, .plt.sec holds the stubs code jumps to; else .plt, whose
 	 * first entry is the resolver's. */
-	plt = sym_find_section(elf, ".plt.sec", &psh);
+	plt = fx_elf_section(elf, ".plt.sec", &psh);
 	if (!plt) {
-		plt = sym_find_section(elf, ".plt", &psh);
+		plt = fx_elf_section(elf, ".plt", &psh);
 		first = 1;
 	}
 	dyn = elf_getscn(elf, rsh.sh_link);

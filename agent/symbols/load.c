@@ -85,7 +85,7 @@ static bool dwarf_strings_sane(Elf *elf)
 
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		GElf_Shdr sh;
-		Elf_Scn *scn = sym_find_section(elf, names[i], &sh);
+		Elf_Scn *scn = fx_elf_section(elf, names[i], &sh);
 		Elf_Data *d;
 
 		if (!scn || sh.sh_type == SHT_NOBITS)
@@ -354,8 +354,8 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 		if (ret)
 			goto out;
 	}
-	has_symtab = sym_find_section(elf, ".symtab", NULL) ||
-		     (delf && sym_find_section(delf, ".symtab", NULL));
+	has_symtab = fx_elf_section(elf, ".symtab", NULL) ||
+		     (delf && fx_elf_section(delf, ".symtab", NULL));
 	if (!o->origin)
 		o->origin = has_symtab ? FX_SYM_SYMTAB : FX_SYM_STRIPPED;
 	ret = sym_add_symbols(o, &fv, elf, SHT_SYMTAB);

@@ -205,8 +205,6 @@ struct dw_level {
 int sym_open_elf(const char *path, int *fd_out, Elf **elf_out);
 /* Ends *@elf and closes *@fd, either of which may be unset; unsets both. */
 void sym_close_elf(int *fd, Elf **elf);
-/* The section named @name (its header in *@sh_out unless NULL), or NULL. */
-Elf_Scn *sym_find_section(Elf *elf, const char *name, GElf_Shdr *sh_out);
 /* Whether @elf holds DWARF (.debug_info or .zdebug_info with contents). */
 bool sym_has_dwarf(Elf *elf);
 /* Tries the path @fmt formats as the debug file @w describes. Returns 0

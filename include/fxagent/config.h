@@ -45,8 +45,11 @@ struct fx_target {
 
 struct fx_config {
 	struct {
-		unsigned frequency;   /* Hz, 1-10000; default 99 */
-		bool dwarf;	      /* unwind: dwarf (default) | fp */
+		unsigned frequency; /* Hz, 1-10000; default 99 */
+		bool dwarf;	    /* unwind: dwarf (default) | fp */
+		/* with dwarf: 0 compiled rules (unwind "dwarf"), 1 libdwfl only
+		 * ("libdwfl"), 2 both, compared ("check"): enum fx_dwunwind_engine */
+		uint8_t dwarf_engine;
 		uint32_t stack_bytes; /* 1024-32768, multiple of 8; default 16384 */
 		bool kernel_stacks;   /* default true */
 		bool include_idle;    /* default false */

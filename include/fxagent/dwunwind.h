@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* dwunwind: user-stack unwinding from a sample's registers and stack copy
- * through DWARF CFI (.eh_frame, else .debug_frame), with libdwfl.
+ * through DWARF CFI (.eh_frame, else .debug_frame).
  *
- * One Dwfl per process is kept (a fresh one per sample costs ten times more),
+ * Most samples are unwound with rules compiled from each object's .eh_frame
+ * (cfitab.h), shared by every process that maps the object: a binary search
+ * and a read or two from the stack copy per frame. A sample the rules cannot
+ * walk whole (a frame they cannot express, code without .eh_frame) is
+ * unwound again from the start with libdwfl, the reference.
+ *
+ * For libdwfl, one Dwfl per process is kept (a fresh one per sample costs ten times more),
  * its modules reported with the load bias of each mapping, and attached once
  * with callbacks that read the current sample's registers and stack copy. A
  * process that execs gets a new Dwfl; one that maps new code (dlopen) gets the
@@ -17,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fxagent/cfitab.h"
 #include "fxagent/objects.h"
 #include "fxagent/procs.h"
 #include "fxagent/record.h"
@@ -26,8 +33,25 @@
 /* DWARF x86-64 registers 0-16: rax rdx rcx rbx rsi rdi rbp rsp r8-r15 rip. */
 #define FX_DWUNWIND_NREGS 17
 
+/* How samples are unwound. */
+enum fx_dwunwind_engine {
+	FX_DWUNWIND_TABLES,  /* compiled rules; libdwfl for what they cannot walk */
+	FX_DWUNWIND_LIBDWFL, /* libdwfl only (to compare, or should the rules be wrong) */
+	FX_DWUNWIND_CHECK,   /* both for every sample, compared; the rules' answer is kept */
+};
+
+/* Bytes of compiled rules kept (cfitab.h). */
+#define FX_DWUNWIND_TABLE_BYTES (8u << 20)
+
 struct fx_dwunwind_stats {
-	uint64_t unwinds;      /* samples unwound */
+	uint64_t unwinds;    /* samples unwound */
+	uint64_t by_tables;  /* walked whole by the compiled rules */
+	uint64_t by_libdwfl; /* by libdwfl (the rules could not, or FX_DWUNWIND_LIBDWFL) */
+	/* FX_DWUNWIND_CHECK: samples compared, those with every frame the
+	 * same (and the same truncation), libdwfl's frames, and of those the
+	 * ones the rules gave too (the same address at the same depth, up to
+	 * the first difference). */
+	uint64_t check_samples, check_same, check_frames, check_frames_same;
 	uint64_t dwfl_new;     /* Dwfl created (first sample, exec, eviction) */
 	uint64_t dwfl_update;  /* modules added to a live Dwfl (dlopen) */
 	uint64_t evicted;      /* Dwfl dropped for the cache bound */
@@ -42,7 +66,8 @@ struct fx_dwunwind;
 
 /* @objs must outlive the unwinder. At most @max_procs Dwfl are kept.
  * NULL on ENOMEM. */
-struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs);
+struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_procs,
+				    enum fx_dwunwind_engine engine);
 void fx_dwunwind_free(struct fx_dwunwind *d);
 
 /* Unwinds the user stack of @s (sampled with FX_DWUNWIND_REGS_MASK and a
@@ -59,12 +84,15 @@ void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid);
 
 /* A mark of now, for fx_dwunwind_drop_idle(). */
 uint64_t fx_dwunwind_mark(const struct fx_dwunwind *d);
-/* Drops every Dwfl not used since @mark: a process that stopped running
- * gives its memory back (a Dwfl holds its modules' parsed CFI, up to a few
- * MiB) and is rebuilt if it runs again. Returns how many were dropped. */
+/* Drops every Dwfl and compiled table not used since @mark: a process that
+ * stopped running gives its memory back (a Dwfl holds its modules' parsed
+ * CFI, up to a few MiB) and is rebuilt if it runs again. Returns how many
+ * Dwfl were dropped. */
 size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark);
 
 void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out);
+/* The compiled tables' figures. */
+void fx_dwunwind_table_stats(const struct fx_dwunwind *d, struct fx_cfitab_stats *out);
 
 /* The @q-quantile (0 to 1) of the time one unwind took, in nanoseconds, to
  * 100 ns (200 us and above all count as 200 us). 0 before any unwind. */

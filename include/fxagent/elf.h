@@ -3,6 +3,7 @@
 #ifndef FXAGENT_ELF_H
 #define FXAGENT_ELF_H
 
+#include <gelf.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,27 @@ int fx_elf_build_id_fd(int fd, uint8_t *out, size_t cap);
  * blocks for ever) or a device (whose open may act). Returns the fd, -ENOEXEC
  * when @path is no regular file, or -errno. */
 int fx_elf_open_regular(const char *path);
+
+/* The section named @name, its header in *@sh_out if not NULL; NULL when
+ * there is none. */
+Elf_Scn *fx_elf_section(Elf *elf, const char *name, GElf_Shdr *sh_out);
+
+/* The functions .eh_frame_hdr lists: `strip` keeps the call frame
+ * information, one FDE per function, and the linker's .eh_frame_hdr lists
+ * every FDE's start, sorted. */
+struct fx_elf_fdes {
+	uint32_t *starts; /* malloc'ed: each FDE's start minus the base, sorted */
+	size_t n;
+	uint64_t last_end; /* the last FDE's end (pc_begin + pc_range), an address */
+};
+
+/* Reads the table of .eh_frame_hdr (as GNU ld and lld write it) of the ELF
+ * file @elf open on @fd, through a buffer on the stack (8 bytes a function,
+ * not a copy of the section). Starts are kept relative to @base in 4 bytes.
+ * Returns 0, -ENOENT when there is no table or it is not one we read (other
+ * encodings, out of order, more than @max entries, an address below @base or
+ * 4 GiB above it), or -ENOMEM. */
+int fx_elf_read_fdes(Elf *elf, int fd, uint64_t base, uint32_t max, struct fx_elf_fdes *out);
 
 /* Formats @len bytes of @id as lower-case hex into @out (2 * len + 1 bytes). */
 void fx_elf_hex(const uint8_t *id, size_t len, char *out);

@@ -77,6 +77,11 @@ const struct fx_object *fx_objects_get(const struct fx_objects *objs, uint32_t i
  * openable, or closed as unused: the path is all there is then). */
 int fx_objects_dup_fd(const struct fx_objects *objs, uint32_t id);
 
+/* The id of the object that holds @id's file state: the same for every
+ * path of one file (one build-id), so per-file caches are shared. @id for an
+ * unknown id. */
+uint32_t fx_objects_file(const struct fx_objects *objs, uint32_t id);
+
 /* Marks @n ids, and so their files, as used in the current epoch. The ids
  * are @stride bytes apart (sizeof(uint32_t) for an array;
  * sizeof(struct fx_window_frame) from &frames[0].object); unknown ids

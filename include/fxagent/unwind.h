@@ -29,9 +29,10 @@ enum fx_unwind_mode {
 
 struct fx_unwind_opts {
 	enum fx_unwind_mode mode;
-	bool kernel;		       /* keep kernel frames */
-	const struct fx_objects *objs; /* FX_UNWIND_DWARF: the objects of the maps */
-	size_t max_procs;	       /* FX_UNWIND_DWARF: processes with a cached Dwfl */
+	bool kernel;			/* keep kernel frames */
+	const struct fx_objects *objs;	/* FX_UNWIND_DWARF: the objects of the maps */
+	size_t max_procs;		/* FX_UNWIND_DWARF: processes with a cached Dwfl */
+	enum fx_dwunwind_engine engine; /* FX_UNWIND_DWARF: how (dwunwind.h) */
 };
 
 struct fx_unwind_result {

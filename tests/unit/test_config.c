@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "fxagent/config.h"
+#include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 
 #define CFG_DATA FX_TEST_DATA "/config/"
@@ -68,6 +69,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 
 	assert_int_equal(a->sampling.frequency, b->sampling.frequency);
 	assert_int_equal(a->sampling.dwarf, b->sampling.dwarf);
+	assert_int_equal(a->sampling.dwarf_engine, b->sampling.dwarf_engine);
 	assert_int_equal(a->sampling.stack_bytes, b->sampling.stack_bytes);
 	assert_int_equal(a->sampling.kernel_stacks, b->sampling.kernel_stacks);
 	assert_int_equal(a->sampling.include_idle, b->sampling.include_idle);
@@ -222,6 +224,19 @@ static void check_no_debuginfod(const struct fx_config *c)
 	/* [] is "none", not "those of the environment" (NULL). */
 	assert_non_null(c->symbolization.debuginfod_urls);
 	assert_string_equal(c->symbolization.debuginfod_urls, "");
+}
+
+static void check_unwind_libdwfl(const struct fx_config *c)
+{
+	/* libdwfl and check are DWARF unwinding by another engine. */
+	assert_true(c->sampling.dwarf);
+	assert_int_equal(c->sampling.dwarf_engine, FX_DWUNWIND_LIBDWFL);
+}
+
+static void check_unwind_check(const struct fx_config *c)
+{
+	assert_true(c->sampling.dwarf);
+	assert_int_equal(c->sampling.dwarf_engine, FX_DWUNWIND_CHECK);
 }
 
 static void check_low_edges(const struct fx_config *c)
@@ -427,6 +442,10 @@ static const struct tcase cases[] = {
 	  NULL, 0, NULL, check_no_debug_dirs },
 	{ "an empty debuginfod_urls list means no server",
 	  "symbolization:\n  debuginfod_urls: []\n", 0, NULL, NULL, 0, NULL, check_no_debuginfod },
+	{ "unwind: libdwfl", "sampling: {unwind: libdwfl}\n", 0, NULL, NULL, 0, NULL,
+	  check_unwind_libdwfl },
+	{ "unwind: check", "sampling: {unwind: check}\n", 0, NULL, NULL, 0, NULL,
+	  check_unwind_check },
 	{ "unit names: templates, other types, the .service shorthand",
 	  "targets:\n  - {name: a, systemd_unit: getty@tty1.service}\n"
 	  "  - {name: b, systemd_unit: user.slice}\n  - {name: c, systemd_unit: my.app}\n",
@@ -560,7 +579,7 @@ static const struct tcase cases[] = {
 	{ "a quoted boolean", "symbolization: {demangle: 'true'}\n", 0, NULL, NULL, -EINVAL,
 	  ":1:27: symbolization.demangle: expected true or false, got \"true\"", NULL },
 	{ "an unknown unwinder", "sampling: {unwind: lbr}\n", 0, NULL, NULL, -EINVAL,
-	  ":1:20: sampling.unwind: expected dwarf or fp, got lbr", NULL },
+	  ":1:20: sampling.unwind: expected dwarf, fp, libdwfl or check, got lbr", NULL },
 	{ "an unknown log level", "log:\n  level: verbose\n", 0, NULL, NULL, -EINVAL,
 	  ":2:10: log.level: expected one of error, warning, notice, info, debug, got verbose",
 	  NULL },
@@ -1039,6 +1058,7 @@ static void test_defaults(void **state)
 	assert_int_equal(fx_config_defaults(c), 0);
 	assert_int_equal(c->sampling.frequency, 99);
 	assert_true(c->sampling.dwarf);
+	assert_int_equal(c->sampling.dwarf_engine, FX_DWUNWIND_TABLES);
 	assert_int_equal(c->sampling.stack_bytes, 16384);
 	assert_true(c->sampling.kernel_stacks);
 	assert_false(c->sampling.include_idle);

@@ -193,14 +193,14 @@ __attribute__((noinline)) static void level_a(void)
 	__asm__ volatile("" ::: "memory");
 }
 
-static void test_unwind_self(void **state)
+/* Unwinds the captured snapshot with @engine and checks the call path. */
+static void unwind_self(enum fx_dwunwind_engine engine, struct fx_dwunwind_stats *st)
 {
 	struct fx_objects *objs = fx_objects_new("/proc", 64);
 	struct fx_procs *procs = fx_procs_new(objs, "/proc");
-	struct fx_dwunwind *d = fx_dwunwind_new(objs, 4);
+	struct fx_dwunwind *d = fx_dwunwind_new(objs, 4, engine);
 	struct fx_symbolizer *sym = fx_symbolizer_new(NULL);
 	struct fx_record_sample s = { 0 };
-	struct fx_dwunwind_stats st;
 	const struct fx_proc *proc;
 	const char *names[64];
 	uint64_t ips[64];
@@ -208,8 +208,6 @@ static void test_unwind_self(void **state)
 	size_t n;
 	bool main_seen = false;
 
-	(void)state;
-	level_a();
 	proc = fx_procs_get(procs, (uint32_t)getpid());
 	assert_non_null(proc);
 	s.pid = s.tid = (uint32_t)getpid();
@@ -250,15 +248,38 @@ static void test_unwind_self(void **state)
 	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
 	assert_true(n >= 1);
 	assert_true(truncated);
-	fx_dwunwind_get_stats(d, &st);
-	assert_int_equal(st.unwinds, 2);
-	assert_int_equal(st.dwfl_new, 1); /* the second sample reused the process's Dwfl */
-	assert_int_equal(st.truncated, 1);
+	fx_dwunwind_get_stats(d, st);
+	assert_int_equal(st->unwinds, 2);
+	assert_int_equal(st->truncated, 1);
 
 	fx_symbolizer_free(sym);
 	fx_dwunwind_free(d);
 	fx_procs_free(procs);
 	fx_objects_free(objs);
+}
+
+static void test_unwind_self(void **state)
+{
+	struct fx_dwunwind_stats st;
+
+	(void)state;
+	level_a();
+	/* libdwfl: one Dwfl for the process, reused by the second sample. */
+	unwind_self(FX_DWUNWIND_LIBDWFL, &st);
+	assert_int_equal(st.dwfl_new, 1);
+	assert_int_equal(st.by_libdwfl, 2);
+	/* The compiled rules walk both (this test, libc, the loader: all
+	 * with .eh_frame_hdr): no Dwfl at all. */
+	unwind_self(FX_DWUNWIND_TABLES, &st);
+	assert_int_equal(st.by_tables, 2);
+	assert_int_equal(st.by_libdwfl, 0);
+	assert_int_equal(st.dwfl_new, 0);
+	/* And they give libdwfl's frames, the cut one included. */
+	unwind_self(FX_DWUNWIND_CHECK, &st);
+	assert_int_equal(st.check_samples, 2);
+	assert_int_equal(st.check_same, 2);
+	assert_true(st.check_frames >= 6);
+	assert_int_equal(st.check_frames_same, st.check_frames);
 }
 
 int main(void)

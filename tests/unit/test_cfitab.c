@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/* Compiled CFI rules against binutils' reading of the same .eh_frame
+ * (`readelf --debug-dump=frames-interp`, a separate implementation), row by
+ * row, for this test binary (its PLT included) and libc; and the cache's
+ * byte bound and idle drop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <link.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fxagent/cfitab.h"
+#include "fxagent/elf.h"
+#include "fxagent/procs.h"
+
+struct seg {
+	uint64_t vaddr, off, filesz;
+};
+
+/* The PT_LOADs of @path, read here with libelf. */
+static size_t read_segs(const char *path, struct seg *out, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf *elf;
+	size_t phnum, n = 0;
+
+	assert_true(fd >= 0);
+	fx_elf_init();
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(elf);
+	assert_int_equal(elf_getphdrnum(elf, &phnum), 0);
+	for (size_t i = 0; i < phnum && n < cap; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			out[n++] = (struct seg){ ph.p_vaddr, ph.p_offset, ph.p_filesz };
+	}
+	elf_end(elf);
+	close(fd);
+	return n;
+}
+
+/* The object id of the mapping of this process whose path ends in @suffix. */
+static uint32_t object_of(struct fx_procs *procs, struct fx_objects *objs, const char *suffix,
+			  const char **path)
+{
+	const struct fx_proc *p = fx_procs_get(procs, (uint32_t)getpid());
+
+	assert_non_null(p);
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const struct fx_object *ob = fx_objects_get(objs, p->maps[i].object);
+		size_t l = ob ? strlen(ob->path) : 0, sl = strlen(suffix);
+
+		if (ob && l >= sl && !strcmp(ob->path + l - sl, suffix)) {
+			*path = ob->path;
+			return ob->id;
+		}
+	}
+	fail_msg("no mapping of *%s", suffix);
+	return 0;
+}
+
+struct tally {
+	size_t rows, none, plt, outermost;
+};
+
+/* The columns of readelf's table for one FDE: "LOC CFA rbx rbp ... ra". */
+struct cols {
+	int rbp, ra, rsp;
+};
+
+static void parse_header(char *line, struct cols *c)
+{
+	int i = 0;
+
+	c->rbp = c->ra = c->rsp = -1;
+	for (char *t = strtok(line, " \t\n"); t; t = strtok(NULL, " \t\n"), i++) {
+		if (!strcmp(t, "rbp"))
+			c->rbp = i;
+		else if (!strcmp(t, "ra"))
+			c->ra = i;
+		else if (!strcmp(t, "rsp"))
+			c->rsp = i;
+	}
+}
+
+/* Checks one row of readelf's table against the rule at the same address. */
+static void check_row(struct fx_cfitab *t, uint32_t object, const struct seg *segs, size_t nsegs,
+		      char *line, const struct cols *c, struct tally *ty)
+{
+	char *tok[32];
+	int n = 0;
+	uint64_t loc, off = UINT64_MAX;
+	struct fx_cfi_rule r;
+	const char *cfa, *ra, *rbp;
+
+	/* "r10 (r10)" is one column: the name in parentheses is left out. */
+	for (char *x = strtok(line, " \t\n"); x && n < 32; x = strtok(NULL, " \t\n"))
+		if (x[0] != '(')
+			tok[n++] = x;
+	if (n < 2 || c->ra < 0 || c->ra >= n)
+		return;
+	loc = strtoull(tok[0], NULL, 16);
+	for (size_t i = 0; i < nsegs; i++)
+		if (loc >= segs[i].vaddr && loc - segs[i].vaddr < segs[i].filesz)
+			off = loc - segs[i].vaddr + segs[i].off;
+	assert_true(off != UINT64_MAX);
+	assert_int_equal(fx_cfitab_find(t, object, off, &r), 0);
+	cfa = tok[1];
+	ra = tok[c->ra];
+	rbp = c->rbp >= 0 && c->rbp < n ? tok[c->rbp] : "u";
+	ty->rows++;
+	if (!strcmp(ra, "u")) {
+		assert_int_equal(r.kind, FX_CFI_OUTERMOST);
+		ty->outermost++;
+		return;
+	}
+	if (r.kind == FX_CFI_NONE) {
+		/* Allowed only where a rule cannot say it; counted. */
+		ty->none++;
+		return;
+	}
+	if (c->rsp >= 0 && c->rsp < n && strcmp(tok[c->rsp], "u") != 0)
+		fail_msg("row %s: rsp has a rule (%s) but the rule is kind %d", tok[0], tok[c->rsp],
+			 r.kind);
+	assert_string_equal(ra, "c-8");
+	if (!strcmp(rbp, "u"))
+		assert_int_equal(r.rbp, 0);
+	else
+		assert_int_equal(r.rbp, (int32_t)strtol(rbp + 1, NULL, 10));
+	if (!strcmp(cfa, "exp")) {
+		/* readelf does not show expressions: a PLT's, or a realigned
+		 * frame's *(rbp - 8). */
+		assert_true(r.kind == FX_CFI_PLT || r.kind == FX_CFI_DEREF);
+		ty->plt += r.kind == FX_CFI_PLT;
+		return;
+	}
+	assert_int_equal(r.kind, FX_CFI_REG);
+	if (!strncmp(cfa, "rsp+", 4))
+		assert_int_equal(r.reg, 7);
+	else if (!strncmp(cfa, "rbp+", 4))
+		assert_int_equal(r.reg, 6);
+	else
+		return; /* another register: only the first frame may use it */
+	assert_int_equal(r.off, (int32_t)strtol(cfa + 4, NULL, 10));
+}
+
+static void compare_with_readelf(const char *suffix, size_t min_rows, struct tally *ty)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 64);
+	struct fx_procs *procs = fx_procs_new(objs, "/proc");
+	struct fx_cfitab *t = fx_cfitab_new(objs, 64u << 20);
+	struct seg segs[8];
+	size_t nsegs;
+	const char *path;
+	uint32_t object = object_of(procs, objs, suffix, &path);
+	char cmd[4200], line[1024];
+	struct cols c = { -1, -1, -1 };
+	bool in_eh = false, in_fde = false;
+	FILE *f;
+
+	nsegs = read_segs(path, segs, 8);
+	snprintf(cmd, sizeof(cmd), "readelf --debug-dump=frames-interp '%s'", path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	memset(ty, 0, sizeof(*ty));
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Contents of the ", 16)) {
+			in_eh = strstr(line, ".eh_frame section") != NULL;
+			continue;
+		}
+		if (!in_eh)
+			continue;
+		/* A CIE's initial row is no code's: only FDEs' rows. */
+		if (strstr(line, " FDE "))
+			in_fde = true;
+		else if (strstr(line, " CIE") || strstr(line, "ZERO terminator"))
+			in_fde = false;
+		else if (!strncmp(line, "   LOC", 6))
+			parse_header(line, &c);
+		else if (in_fde && line[0] == '0')
+			check_row(t, object, segs, nsegs, line, &c, ty);
+	}
+	/* readelf 2.40 exits 1 on libc.so.6 without a word; the rows are read. */
+	assert_true(WIFEXITED(pclose(f)));
+	print_message("%s: %zu rows, %zu plt, %zu outermost, %zu left to libdwfl\n", suffix,
+		      ty->rows, ty->plt, ty->outermost, ty->none);
+	assert_true(ty->rows >= min_rows);
+	/* Signal frames (__restore_rt) and rare expressions only. */
+	assert_true(ty->none * 1000 <= ty->rows);
+	fx_cfitab_free(t);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+}
+
+static void test_self(void **state)
+{
+	struct tally ty;
+
+	(void)state;
+	compare_with_readelf("/test_cfitab", 100, &ty);
+	assert_true(ty.plt > 0); /* the PLT's expression was compiled, not left */
+}
+
+static void test_libc(void **state)
+{
+	struct tally ty;
+
+	(void)state;
+	compare_with_readelf("/libc.so.6", 10000, &ty);
+	assert_true(ty.outermost > 0); /* clone3's and the like's last frame */
+}
+
+static void test_bound_and_idle(void **state)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 64);
+	struct fx_procs *procs = fx_procs_new(objs, "/proc");
+	struct fx_cfitab *t = fx_cfitab_new(objs, 1); /* fits no table: one at a time */
+	struct fx_cfitab_stats st;
+	struct fx_cfi_rule r;
+	const char *path;
+	uint32_t self = object_of(procs, objs, "/test_cfitab", &path);
+	uint32_t libc = object_of(procs, objs, "/libc.so.6", &path);
+	uint64_t off;
+	uint32_t o;
+
+	(void)state;
+	assert_true(fx_procs_resolve(fx_procs_get(procs, (uint32_t)getpid()),
+				     (uint64_t)(uintptr_t)&test_bound_and_idle, &o, &off));
+	assert_int_equal(o, self);
+	fx_cfitab_set_now(t, 1);
+	assert_int_equal(fx_cfitab_find(t, self, off, &r), 0);
+	assert_int_equal(r.kind, FX_CFI_REG);
+	fx_cfitab_set_now(t, 2);
+	assert_true(fx_procs_resolve(fx_procs_get(procs, (uint32_t)getpid()),
+				     (uint64_t)(uintptr_t)&qsort, &o, &off));
+	assert_int_equal(o, libc);
+	assert_int_equal(fx_cfitab_find(t, libc, off, &r), 0);
+	/* qsort's first instruction: the CFA is rsp + 8, rbp untouched */
+	assert_int_equal(r.kind, FX_CFI_REG);
+	assert_int_equal(r.reg, 7);
+	assert_int_equal(r.off, 8);
+	assert_int_equal(r.rbp, 0);
+	fx_cfitab_get_stats(t, &st);
+	assert_int_equal(st.objects, 1); /* this binary's table went for libc's */
+	assert_int_equal(st.evicted, 1);
+	assert_true(st.functions >= 2);
+	/* An id no object has. */
+	assert_int_equal(fx_cfitab_find(t, 999999, 0, &r), -ENOENT);
+	/* Used at 2, not after: dropped at mark 2, not at mark 1. */
+	assert_int_equal(fx_cfitab_drop_idle(t, 1), 0);
+	assert_int_equal(fx_cfitab_drop_idle(t, 2), 1);
+	fx_cfitab_get_stats(t, &st);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.bytes, 0);
+	assert_int_equal(st.idle_dropped, 1);
+	fx_cfitab_free(t);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_self),
+		cmocka_unit_test(test_libc),
+		cmocka_unit_test(test_bound_and_idle),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
