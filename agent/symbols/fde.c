@@ -9,17 +9,13 @@
  * the last one to its FDE's pc_range.
  *
  * Cheap by design, as it is paid for every stripped object read: only the
- * table is read (8 bytes a function, through a buffer on the stack, not a
- * copy of the section), and kept as 4 bytes a function. (libdw's CFI reader
+ * table is read (fx_elf_read_fdes(), shared with the unwinder's compiled
+ * rules), and kept as 4 bytes a function. (libdw's CFI reader
  * gives the range of a frame row, not of the FDE, and reads all of
  * .eh_frame.) */
 #include "symbols_int.h"
 
-#include <dwarf.h>
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 #include "fxagent/search.h"
 
