@@ -64,7 +64,8 @@ const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s);
  * out, or -errno (-EINTR is returned as 0). */
 int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void *ctx);
 
-/* Hands out everything left, held records included (after disabling). */
+/* Hands out everything left, held records included (after disabling).
+ * Returns how many records were handed out, or -errno. */
 int fx_sampler_flush(struct fx_sampler *s, fx_sampler_fn fn, void *ctx);
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out);

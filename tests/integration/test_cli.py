@@ -3,7 +3,9 @@
 (exit 1 and a message, before recording), no privileges (exit 1 and one line
 saying what is missing), --output - (gzip on stdout), SIGINT (ends early, still
 writes, exit 0), --include-idle (idle CPUs show as pid 0), the profile's mode
-follows the umask (0640 under the service's UMask=0027, 0644 under 022)."""
+follows the umask (0640 under the service's UMask=0027, 0644 under 022), and
+at a high rate (records left in the rings at the end) --once still ends with
+its stats and its profile."""
 
 import gzip
 import json
@@ -23,7 +25,27 @@ USAGE_ERRORS = [
     ["--once", "--duration", ""],
     ["--once", "--frequency", "abc"],
     ["--once", "--pid", "notapid"],
+    ["--once", "--unwind", "lbr"],
 ]
+
+
+def _high_rate(t):
+    """At 4000 Hz with both CPUs busy the rings still hold records when the
+    recording ends: the last flush handed them out and its count was taken
+    for an error code, so the stats line (and an upload's wait) were skipped
+    with exit 0."""
+    busy = [t.workload("fx-qsort", 30) for _ in range(2)]
+    out = os.path.join(t.work, "high-rate.json.gz")
+    p = t.run_agent("--once", "--frequency", "4000", "--duration", "2s", "--output", out,
+                    "--verbose", timeout=60)
+    for w in busy:
+        w.kill()
+    t.save("high-rate.agent.log", p.stderr)
+    t.check(p.returncode == 0, f"--frequency 4000: exit {p.returncode}")
+    t.check("stats: recorded" in p.stderr,
+            "--frequency 4000 --verbose: no stats line (the last flush's count taken for an "
+            "error?)")
+    t.check(os.path.isfile(out), "--frequency 4000: no profile written")
 
 
 def body(t):
@@ -74,6 +96,8 @@ def body(t):
 
     for duration in ("60s", "2m"):
         _sigint(t, duration)
+
+    _high_rate(t)
 
     for mask, want in ((0o027, 0o640), (0o022, 0o644)):
         out = os.path.join(t.work, f"umask-{mask:03o}.json.gz")
