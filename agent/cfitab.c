@@ -246,6 +246,8 @@ static int push_row(struct fx_cfitab *t, struct table *tb, uint32_t start, uint3
 			return -ENOMEM;
 		tb->bytes += (n - tb->rows_cap) * sizeof(*p);
 		t->bytes += (n - tb->rows_cap) * sizeof(*p);
+		if (t->bytes > t->stats.peak_bytes)
+			t->stats.peak_bytes = t->bytes;
 		tb->rows = p;
 		tb->rows_cap = n;
 	}
@@ -422,6 +424,8 @@ static struct table *table_of(struct fx_cfitab *t, uint32_t object)
 	t->slot[file] = (uint32_t)t->n + 2;
 	t->n++;
 	t->bytes += tb->bytes;
+	if (t->bytes > t->stats.peak_bytes)
+		t->stats.peak_bytes = t->bytes;
 	return tb;
 }
 

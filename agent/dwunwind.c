@@ -432,9 +432,18 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 			return 0;
 		}
 		c->ips[c->n++] = look;
-		if (!fx_procs_resolve(proc, look, &object, &off) ||
-		    fx_cfitab_find(d->tables, object, off, &r) < 0 || r.kind == FX_CFI_NONE)
+		if (!fx_procs_resolve(proc, look, &object, &off)) {
+			d->stats.left_no_map++;
 			return WALK_FALLBACK;
+		}
+		if (fx_cfitab_find(d->tables, object, off, &r) < 0) {
+			d->stats.left_no_table++;
+			return WALK_FALLBACK;
+		}
+		if (r.kind == FX_CFI_NONE) {
+			d->stats.left_no_rule++;
+			return WALK_FALLBACK;
+		}
 		if (r.kind == FX_CFI_OUTERMOST)
 			return 0;
 		if (r.kind == FX_CFI_PLT) {
@@ -446,8 +455,10 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 				base = bp;
 			else if (first)
 				base = c->regs[r.reg];
-			else
+			else {
+				d->stats.left_register++;
 				return WALK_FALLBACK; /* a register the rules do not follow */
+			}
 			cfa = base + (uint64_t)(int64_t)r.off;
 			if (r.kind == FX_CFI_DEREF && !stack_read(c, cfa, &cfa))
 				return WALK_FALLBACK;

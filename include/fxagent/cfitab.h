@@ -51,6 +51,7 @@ struct fx_cfi_rule {
 struct fx_cfitab_stats {
 	uint64_t objects;      /* tables held now */
 	uint64_t bytes;	       /* their size */
+	uint64_t peak_bytes;   /* the most they took */
 	uint64_t functions;    /* functions compiled (since start) */
 	uint64_t rows;	       /* rows compiled (since start) */
 	uint64_t no_table;     /* objects without a table (no .eh_frame_hdr, unreadable) */

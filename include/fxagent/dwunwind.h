@@ -47,6 +47,11 @@ struct fx_dwunwind_stats {
 	uint64_t unwinds;    /* samples unwound */
 	uint64_t by_tables;  /* walked whole by the compiled rules */
 	uint64_t by_libdwfl; /* by libdwfl (the rules could not, or FX_DWUNWIND_LIBDWFL) */
+	/* Why the rules could not: a frame's address in no mapping of the
+	 * process (JIT code, a stale map), in an object without a table (no
+	 * .eh_frame_hdr, no fd), with no rule there (no FDE, a signal frame, an
+	 * expression), or a CFA from a register the rules do not follow. */
+	uint64_t left_no_map, left_no_table, left_no_rule, left_register;
 	/* FX_DWUNWIND_CHECK: samples compared, those with every frame the
 	 * same (and the same truncation), libdwfl's frames, and of those the
 	 * ones the rules gave too (the same address at the same depth, up to
