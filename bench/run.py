@@ -36,6 +36,7 @@ import daemon  # noqa: E402
 import fxbench as fb  # noqa: E402
 import output  # noqa: E402
 import overhead  # noqa: E402
+import rate  # noqa: E402
 import scale  # noqa: E402
 import stripped  # noqa: E402
 import symbolize  # noqa: E402
@@ -43,7 +44,8 @@ import upload  # noqa: E402
 import view  # noqa: E402
 
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
-            "stripped": stripped, "daemon": daemon, "upload": upload, "view": view}
+            "stripped": stripped, "daemon": daemon, "upload": upload, "view": view,
+            "rate": rate}
 
 INTRO = """## Performance
 
