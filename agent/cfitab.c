@@ -56,6 +56,10 @@ struct table {
 	struct fn *fns;
 	size_t nfns;
 	uint32_t end; /* the last function's end */
+	/* The entry point's code when no FDE covers it ([entry, entry_end),
+	 * relative to base): ld.so's _start, which calls _dl_start without CFI.
+	 * A walk that reaches it has reached the process's first frame. */
+	uint64_t entry, entry_end;
 	struct row *rows;
 	size_t nrows, rows_cap;
 	size_t bytes;
@@ -337,6 +341,17 @@ static struct table *table_build(uint32_t file, int fd)
 	tb->starts = fdes.starts;
 	tb->nfns = fdes.n;
 	tb->end = (uint32_t)(fdes.last_end - tb->base);
+	if (eh.e_entry >= tb->base && eh.e_entry - tb->base < UINT32_MAX) {
+		size_t i = fx_search_last_le_u32(tb->starts, tb->nfns,
+						 (uint32_t)(eh.e_entry - tb->base));
+
+		tb->entry = eh.e_entry - tb->base;
+		tb->entry_end = i + 1 < tb->nfns ? tb->starts[i + 1]
+				: i == SIZE_MAX	 ? tb->starts[0]
+						 : tb->entry;
+		if (tb->entry_end < tb->entry)
+			tb->entry_end = tb->entry;
+	}
 	tb->fns = calloc(tb->nfns, sizeof(*tb->fns));
 	tb->cfi = dwarf_getcfi_elf(tb->elf);
 	if (!tb->fns || !tb->cfi)
@@ -468,7 +483,7 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 	rel = va - tb->base;
 	i = fx_search_last_le_u32(tb->starts, tb->nfns, (uint32_t)rel);
 	if (i == SIZE_MAX)
-		return 0;
+		goto entry;
 	if (!tb->fns[i].n) {
 		size_t before = tb->bytes;
 
@@ -491,6 +506,11 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 	}
 	if (r[lo].start <= rel)
 		decode(r[lo].rule, out);
+	if (out->kind != FX_CFI_NONE)
+		return 0;
+entry:
+	if (rel >= tb->entry && rel < tb->entry_end)
+		out->kind = FX_CFI_OUTERMOST;
 	return 0;
 }
 

@@ -17,7 +17,11 @@
  * from another register past the first frame) is answered "ask libdwfl", and
  * so is an address no FDE of .eh_frame covers (.debug_frame, code without
  * CFI): the caller unwinds that sample with libdwfl, whose answer is the
- * reference (tests/integration/test_unwind_check.py compares the two).
+ * reference (tests/integration/test_unwind_check.py compares the two). One
+ * place without CFI is known for what it is: the entry point's code up to
+ * the next FDE (ld.so's _start, which calls _dl_start: every process passes
+ * there at exec) is the first frame, and a walk that reaches it is whole
+ * where libdwfl calls it cut short.
  *
  * Tables are kept per object (build-id, so every process mapping a library
  * shares one), bounded in bytes, least recently used out, and dropped when
@@ -37,7 +41,8 @@ enum fx_cfi_kind {
 	FX_CFI_REG = 1,	      /* CFA = reg + off */
 	FX_CFI_DEREF = 2,     /* CFA = *(reg + off) */
 	FX_CFI_PLT = 3,	      /* CFA = rsp + 8, + 8 more when (rip & 15) >= off */
-	FX_CFI_OUTERMOST = 4, /* the return address is undefined: the last frame */
+	FX_CFI_OUTERMOST = 4, /* the return address is undefined, or the entry point:
+			       * the last frame */
 };
 
 /* The rule of one address. */

@@ -221,6 +221,41 @@ static void test_libc(void **state)
 	assert_true(ty.outermost > 0); /* clone3's and the like's last frame */
 }
 
+/* ld.so's _start calls _dl_start without CFI: a walk that gets there (a
+ * process still in the loader, at every exec) reached the first frame, and
+ * is whole, not cut short. */
+static void test_entry_point(void **state)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 64);
+	struct fx_procs *procs = fx_procs_new(objs, "/proc");
+	struct fx_cfitab *t = fx_cfitab_new(objs, 64u << 20);
+	struct seg segs[8];
+	struct fx_cfi_rule r;
+	const char *path;
+	uint32_t ld = object_of(procs, objs, "/ld-linux-x86-64.so.2", &path);
+	size_t nsegs = read_segs(path, segs, 8);
+	uint64_t entry = 0, off = UINT64_MAX;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	Elf *elf = elf_begin(fd, ELF_C_READ, NULL);
+	GElf_Ehdr eh;
+
+	(void)state;
+	assert_non_null(gelf_getehdr(elf, &eh));
+	entry = eh.e_entry;
+	elf_end(elf);
+	close(fd);
+	for (size_t i = 0; i < nsegs; i++)
+		if (entry >= segs[i].vaddr && entry - segs[i].vaddr < segs[i].filesz)
+			off = entry - segs[i].vaddr + segs[i].off;
+	assert_true(off != UINT64_MAX);
+	/* The return address of its call to _dl_start, moved into the call. */
+	assert_int_equal(fx_cfitab_find(t, ld, off + 7, &r), 0);
+	assert_int_equal(r.kind, FX_CFI_OUTERMOST);
+	fx_cfitab_free(t);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+}
+
 static void test_bound_and_idle(void **state)
 {
 	struct fx_objects *objs = fx_objects_new("/proc", 64);
@@ -274,6 +309,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_self),
 		cmocka_unit_test(test_libc),
+		cmocka_unit_test(test_entry_point),
 		cmocka_unit_test(test_bound_and_idle),
 	};
 
