@@ -410,6 +410,8 @@ int fx_pipeline_finish(struct fx_pipeline *p)
 	ret = fx_sampler_flush(p->sampler, fx_recorder_handle, &p->rec);
 	if (ret < 0)
 		fx_log_errno(FX_LOG_ERR, -ret, "cannot read the perf rings");
+	else
+		ret = 0; /* a count of records, not this function's result */
 	p->hold = true; /* no rotation from here */
 	close_windows(p, fx_now_ns(CLOCK_MONOTONIC), false);
 	if (!p->opts.thread) {
