@@ -11,6 +11,7 @@
 
 #include "fxagent/log.h"
 #include "fxagent/pipeline.h"
+#include "fxagent/sampler.h"
 #include "fxagent/service.h"
 #include "fxagent/util.h"
 
@@ -76,7 +77,7 @@ static int run(struct daemon *d)
 			*ctl->reload = 0;
 			reload(d);
 		}
-		ret = fx_pipeline_step(d->p, 200);
+		ret = fx_pipeline_step(d->p, FX_SAMPLER_DRAIN_MS);
 		if (ret >= 0 && d->pending &&
 		    fx_now_ns(CLOCK_MONOTONIC) >= fx_pipeline_window_end(d->p)) {
 			d->cfg = d->pending;

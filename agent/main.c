@@ -19,6 +19,7 @@
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 #include "fxagent/pipeline.h"
+#include "fxagent/sampler.h"
 #include "fxagent/serve.h"
 #include "fxagent/service.h"
 #include "fxagent/unwind.h"
@@ -40,7 +41,6 @@ struct options {
 	bool include_idle;
 	uint32_t pids[MAX_PIDS];
 	size_t npids;
-	size_t ring_pages; /* 0 = sized for the records */
 	enum fx_unwind_mode unwind;
 	enum fx_dwunwind_engine engine;
 	uint32_t stack_bytes;
@@ -549,7 +549,8 @@ static int sample_for(struct fx_pipeline *p, uint64_t duration_ms)
 			fprintf(stderr, "\rrecording %u/%" PRIu64 " s\033[K", last_shown,
 				duration_ms / 1000);
 		}
-		ret = fx_pipeline_step(p, left_ms < 200 ? (int)left_ms + 1 : 200);
+		ret = fx_pipeline_step(p, left_ms < FX_SAMPLER_DRAIN_MS ? (int)left_ms + 1
+									: FX_SAMPLER_DRAIN_MS);
 	}
 	return ret < 0 ? ret : 0;
 }
@@ -611,6 +612,29 @@ out:
 	return ret;
 }
 
+/* --check-config: the perf rings the config maps on this machine and the
+ * memory they lock, as this user with this process's limits (the service's
+ * ExecReload runs it so): a plan the kernel would refuse fails the check,
+ * since the agent would not start with it. Returns 0 or -EPERM (said). */
+static int check_rings(const struct fx_config *cfg, const char *name)
+{
+	struct fx_ringplan plan;
+	char msg[2048];
+	int ret = fx_pipeline_ring_plan(cfg, &plan, msg, sizeof(msg));
+	const char *nl = strchr(msg, '\n');
+
+	if (ret == -EPERM) {
+		fx_log(FX_LOG_ERR, "%s: %s", name, nl ? nl + 1 : msg);
+		return ret;
+	}
+	printf("%s: ok\n", name);
+	if (ret < 0)
+		fx_log_errno(FX_LOG_WARN, -ret, "cannot plan the perf rings, ignoring");
+	else
+		printf("%s\n", msg);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {
@@ -632,9 +656,9 @@ int main(int argc, char **argv)
 	if (load_config(&o, &cfg) < 0)
 		return EXIT_USAGE;
 	if (o.check_config) {
-		printf("%s: ok\n", o.config ? o.config : "defaults");
+		ret = check_rings(&cfg, o.config ? o.config : "defaults");
 		fx_config_release(&cfg);
-		return 0;
+		return ret < 0 ? EXIT_USAGE : 0;
 	}
 	fx_log_set_level((enum fx_log_level)cfg.log.level);
 	/* What --once samples is what the config says, flags included. */
@@ -644,7 +668,6 @@ int main(int argc, char **argv)
 	o.include_idle = cfg.sampling.include_idle;
 	o.unwind = cfg.sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP;
 	o.stack_bytes = cfg.sampling.stack_bytes;
-	o.ring_pages = cfg.sampling.ring_bytes / (size_t)sysconf(_SC_PAGESIZE);
 	raise_fd_limit();
 	if (o.once) {
 		progress = isatty(STDERR_FILENO);

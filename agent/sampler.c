@@ -9,7 +9,6 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,7 +55,7 @@ struct fx_sampler {
 	struct cg_event *cg; /* sorted by id */
 	size_t ncg, cg_cap;
 	bool enabled;
-	bool map_refused; /* a ring's mmap hit the locked-memory limit (logged) */
+	bool map_refused; /* a ring's mmap hit the locked-memory limits (logged) */
 	/* Records newer than the last round's cut, waiting for the next round. */
 	uint8_t *held;
 	size_t held_len, held_cap;
@@ -129,19 +128,65 @@ static int online_cpus(uint8_t *bitmap)
 	return fx_sampler_parse_cpus(buf, bitmap, MAX_CPUS);
 }
 
-size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts)
+size_t fx_sampler_record_bytes(const struct fx_sampler_opts *opts)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	/* Header, fixed fields and a full callchain (PERF_MAX_STACK_DEPTH 127 and
-	 * context markers), plus registers and the stack copy in DWARF mode. */
+	 * context markers), plus registers and the stack copy in DWARF mode:
+	 * the kernel writes the whole copy, whatever part of it is stack. */
 	size_t record = 64 + 8 * 136;
-	size_t pages = 64;
 
 	if (opts->user_regs_stack)
 		record += 8 + 8 * FX_DWUNWIND_NREGS + 16 + opts->stack_bytes;
-	while (pages * page < 32 * record)
-		pages *= 2;
-	return pages;
+	return record;
+}
+
+size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts)
+{
+	return fx_ringplan_pages(opts->frequency, fx_sampler_record_bytes(opts),
+				 FX_SAMPLER_DRAIN_MS, (size_t)sysconf(_SC_PAGESIZE));
+}
+
+/* Says how the ring size of @ring_pages came about, then plans the rings of
+ * @cpus CPUs and checks them against this process's limits. */
+static int plan(const struct fx_sampler_opts *opts, size_t ring_pages, unsigned cpus,
+		struct fx_ringplan *out, char *msg, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t rule = fx_sampler_ring_pages(opts);
+	struct fx_ringplan_limits lim;
+	char ring[32], want[32];
+	int n;
+
+	fx_ringplan_size((uint64_t)ring_pages * page, ring, sizeof(ring));
+	fx_ringplan_size((uint64_t)rule * page, want, sizeof(want));
+	if (ring_pages != rule)
+		n = snprintf(msg, len,
+			     "perf ring per CPU: %s, from sampling.ring_size (%s for the rate)\n",
+			     ring, want);
+	else
+		n = snprintf(msg, len,
+			     "perf ring per CPU: %s, for %u Hz x %zu-byte records x %d x %d ms "
+			     "between drains (at least %d records, %d pages; at most %llu MiB)\n",
+			     ring, opts->frequency, fx_sampler_record_bytes(opts),
+			     FX_RINGPLAN_HEADROOM, FX_SAMPLER_DRAIN_MS, FX_RINGPLAN_MIN_RECORDS,
+			     FX_RINGPLAN_MIN_PAGES, FX_RINGPLAN_MAX_BYTES >> 20);
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	fx_ringplan_read_limits(&lim);
+	fx_ringplan_make(cpus, ring_pages, page, &lim, out);
+	return fx_ringplan_check(out, &lim, msg + n, len - (size_t)n);
+}
+
+int fx_sampler_plan(const struct fx_sampler_opts *opts, struct fx_ringplan *out, char *msg,
+		    size_t len)
+{
+	uint8_t bitmap[MAX_CPUS / 8];
+	int n = online_cpus(bitmap);
+
+	if (n <= 0)
+		return n < 0 ? n : -EIO;
+	return plan(opts, opts->ring_pages ? opts->ring_pages : fx_sampler_ring_pages(opts),
+		    (unsigned)n, out, msg, len);
 }
 
 static int read_int_file(const char *path, int *out)
@@ -247,22 +292,27 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 	ev->map = mmap(NULL, ev->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (ev->map == MAP_FAILED) {
 		ret = -errno;
-		/* Rings beyond kernel.perf_event_mlock_kb (per user) are charged
-		 * to RLIMIT_MEMLOCK: the perf events were allowed, the memory not. */
+		/* check_rings() found the plan within the limits: other
+		 * processes of this user hold perf rings too (they count
+		 * against its kernel.perf_event_mlock_kb), or a limit changed. */
 		if (ret == -EPERM && !s->map_refused) {
-			struct rlimit rl = { 0 };
+			struct fx_ringplan_limits lim;
+			char rl[32];
 
-			getrlimit(RLIMIT_MEMLOCK, &rl);
+			fx_ringplan_read_limits(&lim);
+			if (lim.rlimit == UINT64_MAX)
+				snprintf(rl, sizeof(rl), "unlimited");
+			else
+				fx_ringplan_size(lim.rlimit, rl, sizeof(rl));
 			fx_log(FX_LOG_ERR,
 			       "cannot map the perf ring of CPU %u (%zu KiB): over the "
-			       "locked-memory limit (RLIMIT_MEMLOCK %llu KiB, beyond "
-			       "kernel.perf_event_mlock_kb per user); raise it (LimitMEMLOCK= in "
-			       "the systemd unit, ulimit -l), grant CAP_IPC_LOCK, or lower "
-			       "sampling.stack_bytes",
-			       cpu, ev->map_len / 1024,
-			       rl.rlim_cur == RLIM_INFINITY
-				       ? 0ull
-				       : (unsigned long long)rl.rlim_cur / 1024);
+			       "locked-memory limits (kernel.perf_event_mlock_kb %llu KiB per CPU "
+			       "for all of this user's perf rings, then RLIMIT_MEMLOCK %s); other "
+			       "processes of this user may hold perf rings: raise RLIMIT_MEMLOCK "
+			       "(LimitMEMLOCK= in the systemd unit, ulimit -l) or "
+			       "kernel.perf_event_mlock_kb (sysctl), or make the rings smaller "
+			       "(sampling.ring_size, sampling.stack_bytes, sampling.frequency)",
+			       cpu, ev->map_len / 1024, (unsigned long long)lim.mlock_kb, rl);
 			s->map_refused = true;
 		}
 		ev->map = NULL;
@@ -278,6 +328,48 @@ static int open_cpu(struct fx_sampler *s, unsigned cpu, struct cpu_event *ev)
 		ev->fd = -1;
 	}
 	return ret;
+}
+
+/* A ring_size override under what the rate needs: said once, at open. */
+static void warn_small_ring(const struct fx_sampler_opts *opts)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), rule = fx_sampler_ring_pages(opts);
+	uint64_t bytes = (uint64_t)opts->ring_pages * page;
+	char ring[32], want[32];
+
+	if (opts->ring_pages >= rule)
+		return;
+	fx_ringplan_size(bytes, ring, sizeof(ring));
+	fx_ringplan_size((uint64_t)rule * page, want, sizeof(want));
+	if (bytes < (uint64_t)FX_RINGPLAN_MIN_RECORDS * fx_sampler_record_bytes(opts))
+		fx_log(FX_LOG_WARN,
+		       "perf rings of %s per CPU hold fewer than %d of the largest records: "
+		       "samples will be lost under load (%s would do)",
+		       ring, FX_RINGPLAN_MIN_RECORDS, want);
+	else
+		fx_log(FX_LOG_WARN,
+		       "perf rings of %s per CPU (sampling.ring_size) are smaller than the %s "
+		       "that %u Hz needs: samples may be lost under load",
+		       ring, want, opts->frequency);
+}
+
+/* The locked memory of the rings against what this process may lock: the
+ * plan goes to the info log, and one the kernel would refuse is refused
+ * here, with the limits to raise, rather than by a bare EPERM of mmap. */
+static int check_rings(struct fx_sampler *s, unsigned cpus)
+{
+	struct fx_ringplan p;
+	char msg[2048];
+	int ret = plan(&s->opts, s->opts.ring_pages, cpus, &p, msg, sizeof(msg));
+	const char *nl = strchr(msg, '\n');
+
+	/* Two lines: how the size came about, then the locked memory. */
+	fx_log(FX_LOG_INFO, "%.*s", nl ? (int)(nl - msg) : 0, msg);
+	fx_log(ret < 0 ? FX_LOG_ERR : FX_LOG_INFO, "%s", nl ? nl + 1 : msg);
+	if (ret < 0)
+		return ret;
+	s->stats.locked = p.locked;
+	return 0;
 }
 
 int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
@@ -302,12 +394,11 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	s->opts = *opts;
 	if (!s->opts.ring_pages)
 		s->opts.ring_pages = fx_sampler_ring_pages(opts);
-	else if (s->opts.ring_pages < fx_sampler_ring_pages(opts))
-		fx_log(FX_LOG_WARN,
-		       "perf rings of %zu KiB per CPU hold fewer than 32 of the largest records: "
-		       "samples will be lost under load (%zu KiB would do)",
-		       s->opts.ring_pages * (size_t)sysconf(_SC_PAGESIZE) / 1024,
-		       fx_sampler_ring_pages(opts) * (size_t)sysconf(_SC_PAGESIZE) / 1024);
+	else
+		warn_small_ring(opts);
+	ret = check_rings(s, (unsigned)n);
+	if (ret < 0)
+		goto fail;
 	s->stats.ring_pages = s->opts.ring_pages;
 	s->stats.build_id = true;
 	s->ev = calloc((size_t)n, sizeof(*s->ev));

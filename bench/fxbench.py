@@ -2,7 +2,7 @@
 """Shared helpers of the benchmarks (python3 standard library only).
 
 A section module (overhead.py, scale.py, symbolize.py, stripped.py, daemon.py,
-output.py, upload.py) has `add_args(ap)` for its own options and `run(ctx, a)` that
+stackcopy.py, output.py, upload.py) has `add_args(ap)` for its own options and `run(ctx, a)` that
 returns its Markdown lines; `section_main(module)` runs one alone, and run.py
 runs them all. Figures, not tests: nothing here fails on a slow result.
 

@@ -193,18 +193,33 @@ static void rotate(struct fx_pipeline *p, uint64_t end)
 
 /* ---- sources ---- */
 
+static struct fx_sampler_opts sampler_opts(const struct fx_config *cfg, bool cgroups)
+{
+	return (struct fx_sampler_opts){
+		.frequency = cfg->sampling.frequency,
+		.kernel = cfg->sampling.kernel_stacks,
+		.user_regs_stack = cfg->sampling.dwarf,
+		.stack_bytes = cfg->sampling.stack_bytes,
+		.ring_pages = cfg->sampling.ring_bytes / (size_t)sysconf(_SC_PAGESIZE),
+		.cgroups = cgroups,
+	};
+}
+
+int fx_pipeline_ring_plan(const struct fx_config *cfg, struct fx_ringplan *out, char *msg,
+			  size_t len)
+{
+	/* Cgroup mode's events write into the per-CPU rings: the same rings. */
+	struct fx_sampler_opts so = sampler_opts(cfg, false);
+
+	return fx_sampler_plan(&so, out, msg, len);
+}
+
 /* Opens the perf events (disabled), the unwinder and the recorder for the
  * current config. */
 static int open_sampling(struct fx_pipeline *p)
 {
 	const struct fx_config *cfg = p->g->cfg;
-	struct fx_sampler_opts so = { .frequency = cfg->sampling.frequency,
-				      .kernel = cfg->sampling.kernel_stacks,
-				      .user_regs_stack = cfg->sampling.dwarf,
-				      .stack_bytes = cfg->sampling.stack_bytes,
-				      .ring_pages = cfg->sampling.ring_bytes /
-						    (size_t)sysconf(_SC_PAGESIZE),
-				      .cgroups = p->g->cgroup_mode };
+	struct fx_sampler_opts so = sampler_opts(cfg, p->g->cgroup_mode);
 	struct fx_unwind_opts uo = { .mode = cfg->sampling.dwarf ? FX_UNWIND_DWARF : FX_UNWIND_FP,
 				     .kernel = cfg->sampling.kernel_stacks,
 				     .max_procs = UNWIND_CACHE_PROCS,

@@ -53,8 +53,8 @@ struct fx_config {
 		uint32_t stack_bytes; /* 1024-32768, multiple of 8; default 16384 */
 		bool kernel_stacks;   /* default true */
 		bool include_idle;    /* default false */
-		uint64_t ring_bytes;  /* ring_size per CPU: 0 (default) = room for 32 of the
-					 largest records, else a power of two, 4 KiB-64 MiB */
+		uint64_t ring_bytes;  /* ring_size per CPU: 0 (default) = sized for the rate
+					 (ringplan.h), else a power of two, 4 KiB-64 MiB */
 	} sampling;
 	struct {
 		unsigned seconds;  /* 1-3600; default 60 */

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "fxagent/config.h"
+#include "fxagent/ringplan.h"
 #include "fxagent/unwind.h"
 
 struct fx_pipeline_opts {
@@ -74,6 +75,12 @@ struct fx_pipeline;
 /* Opens the sink, the process table and the perf events (disabled). Returns
  * 0 or -errno (logged). */
 int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **out);
+
+/* The perf rings @cfg's sampling would map on this machine, checked against
+ * this process's locked-memory limits, as fx_pipeline_new() will: see
+ * fx_sampler_plan() (@msg gets two lines; returns 0, 1, or -errno). */
+int fx_pipeline_ring_plan(const struct fx_config *cfg, struct fx_ringplan *out, char *msg,
+			  size_t len);
 
 /* Enables the events: the first window starts now. Returns 0 or -errno. */
 int fx_pipeline_start(struct fx_pipeline *p);

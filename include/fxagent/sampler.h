@@ -16,6 +16,12 @@
 #include <stdint.h>
 
 #include "fxagent/record.h"
+#include "fxagent/ringplan.h"
+
+/* The longest the agent's loop waits in fx_sampler_poll() (its timeout): the
+ * rings are drained at least this often, and sooner when one is a quarter
+ * full. The ring sizes are planned on it (ringplan.h). */
+#define FX_SAMPLER_DRAIN_MS 200
 
 struct fx_sampler_opts {
 	unsigned frequency; /* Hz */
@@ -24,8 +30,8 @@ struct fx_sampler_opts {
 	 * of 8) for DWARF unwinding, instead of frame-pointer callchains. */
 	bool user_regs_stack;
 	uint32_t stack_bytes;
-	/* Data pages per CPU ring, a power of two; 0 = enough for 32 of the
-	 * largest records (fewer and samples vanish without a LOST record). */
+	/* Data pages per CPU ring, a power of two; 0 = fx_sampler_ring_pages(),
+	 * sized for the rate and the records (ringplan.h). */
 	size_t ring_pages;
 	/* Sample only the cgroups added with fx_sampler_add_cgroup(): the
 	 * per-CPU events are then side-band-only dummies whose rings the cgroup
@@ -39,6 +45,7 @@ struct fx_sampler_stats {
 	uint64_t corrupt;  /* ring reads ended by an impossible record */
 	unsigned cpus;	   /* events opened */
 	size_t ring_pages; /* data pages per CPU ring */
+	uint64_t locked;   /* bytes of all rings, header pages included */
 	bool build_id;	   /* MMAP2 records carry build-ids */
 };
 
@@ -47,8 +54,11 @@ typedef void (*fx_sampler_fn)(void *ctx, const struct perf_event_header *h);
 struct fx_sampler;
 
 /* Opens (disabled) one event per online CPU; offline CPUs are skipped.
- * Returns 0 and sets @out, or -errno. On -EACCES/-EPERM the message logged
- * says which privilege is missing and how to get it. */
+ * Returns 0 and sets @out, or -errno. The rings' plan is logged at info; one
+ * this process may not lock is refused before any event is opened (-EPERM,
+ * the message says which limits and how to raise them). On -EACCES/-EPERM
+ * from the kernel the message says which privilege is missing and how to
+ * get it. */
 int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out);
 void fx_sampler_free(struct fx_sampler *s);
 
@@ -70,10 +80,22 @@ int fx_sampler_flush(struct fx_sampler *s, fx_sampler_fn fn, void *ctx);
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out);
 
-/* The ring size fx_sampler_open() picks when opts->ring_pages is 0: the
- * smallest power of two of pages (at least 64) that holds 32 records of the
- * largest size these options produce. */
+/* The largest record these options produce: the fixed fields, a full
+ * callchain, and in DWARF mode the registers and the stack copy. */
+size_t fx_sampler_record_bytes(const struct fx_sampler_opts *opts);
+
+/* The ring size fx_sampler_open() picks when opts->ring_pages is 0:
+ * fx_ringplan_pages() for opts->frequency, fx_sampler_record_bytes() and
+ * FX_SAMPLER_DRAIN_MS. */
 size_t fx_sampler_ring_pages(const struct fx_sampler_opts *opts);
+
+/* The rings fx_sampler_open() would map for @opts, one per online CPU, and
+ * whether this process may lock them: sets @out and writes two lines into
+ * @msg (@len bytes): how the ring size was chosen, and fx_ringplan_check()'s
+ * line. Returns fx_ringplan_check()'s result (0, 1 or -EPERM), or -errno when
+ * the online CPUs cannot be read. Logs nothing. */
+int fx_sampler_plan(const struct fx_sampler_opts *opts, struct fx_ringplan *out, char *msg,
+		    size_t len);
 
 /* Cgroup mode: samples the cgroup v2 directory open on @cgroup_fd (and the
  * cgroups below it) with one event per CPU, enabled at once if sampling is;

@@ -9,22 +9,28 @@ capabilities, as the systemd unit runs it (setpriv stands in for systemd):
 - with CAP_PERFMON alone it still records, and says in one line which four
   capabilities it lacks and what each costs;
 - with the unit's capabilities but a locked-memory limit of 64 KiB, the rings
-  cannot be mapped: it exits 1 saying so (RLIMIT_MEMLOCK, LimitMEMLOCK=), not
-  that perf_event_open needs privileges;
+  cannot be mapped: it exits 1 before opening anything, saying so with both
+  limits (kernel.perf_event_mlock_kb, RLIMIT_MEMLOCK), what is needed and how
+  to raise each (LimitMEMLOCK=, sysctl), not that perf_event_open needs
+  privileges; `--check-config` under that limit fails (exit 2) with the same
+  message, and states the plan (ring per CPU, total locked) under the default
+  limit;
 - as root it says nothing about capabilities.
 """
 
 import os
+import re
 import shutil
 import subprocess
+import tempfile
 
 import fxtest
 
 UNIT_CAPS = ["perfmon", "syslog", "sys_ptrace", "checkpoint_restore", "dac_read_search"]
 
 
-def as_nobody(t, caps, out, seconds=2, memlock=None):
-    """fxagent --once as nobody with @caps inheritable and ambient."""
+def as_nobody(t, caps, out, seconds=2, memlock=None, args=None):
+    """fxagent --once (or @args) as nobody with @caps inheritable and ambient."""
     setpriv = shutil.which("setpriv")
     if not setpriv:
         raise fxtest.Stop("setpriv (util-linux) is missing")
@@ -32,9 +38,20 @@ def as_nobody(t, caps, out, seconds=2, memlock=None):
     limit = [shutil.which("prlimit"), f"--memlock={memlock}:{memlock}"] if memlock else []
     cmd = [*limit, setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
            f"--inh-caps={plus}", f"--ambient-caps={plus}",
-           t.agent, "--once", "-d", f"{seconds}s", "-o", out]
+           t.agent, *(args or ["--once", "-d", f"{seconds}s", "-o", out])]
     t.note("+ " + " ".join(cmd))
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def memlock_says(t, stderr):
+    """The refusal of rings over the locked-memory limits: once, before any
+    mmap, with both limits, the need and how to raise each."""
+    lines = [ln for ln in stderr.splitlines() if "cannot lock the perf rings" in ln]
+    t.check(len(lines) == 1, f"want one line refusing the rings, got {stderr.strip()!r}")
+    for want in ("kernel.perf_event_mlock_kb", "RLIMIT_MEMLOCK 64 KiB", "needed",
+                 "LimitMEMLOCK=", "ulimit -l", "sysctl kernel.perf_event_mlock_kb="):
+        t.check(lines and want in lines[0], f"{want!r} not in {lines}")
+    t.check("cannot map" not in stderr, f"an mmap was tried: {stderr.strip()}")
 
 
 def missing_line(stderr):
@@ -84,6 +101,23 @@ def body(t):
     t.check("RLIMIT_MEMLOCK" in p.stderr and "LimitMEMLOCK=" in p.stderr and
             "CAP_PERFMON" not in p.stderr,
             f"the message does not blame the locked-memory limit: {p.stderr.strip()}")
+    memlock_says(t, p.stderr)
+
+    # An output.directory nobody may make: not below the work directory,
+    # which others can write (the config check refuses that).
+    home = tempfile.mkdtemp(prefix="fxpriv-")
+    os.chown(home, 65534, 65534)
+    check = ["--check-config", "--output-dir", os.path.join(home, "chunks")]
+    p = as_nobody(t, UNIT_CAPS, None, memlock=65536, args=check)
+    t.check(p.returncode == 2, f"--check-config: exit {p.returncode} with a 64 KiB "
+            f"locked-memory limit")
+    memlock_says(t, p.stderr)
+    p = as_nobody(t, UNIT_CAPS, None, args=check)
+    t.check(p.returncode == 0 and "perf ring per CPU: " in p.stdout and
+            re.search(r"perf rings: \d+ CPUs? x \(.* header\) = .* locked", p.stdout),
+            f"--check-config: exit {p.returncode}, no plan stated: {p.stdout!r} "
+            f"{p.stderr.strip()}")
+    shutil.rmtree(home, ignore_errors=True)
 
     p = t.run_agent("--once", "-d", "500ms", "-o", os.path.join(t.work, "root.json.gz"))
     t.check(p.returncode == 0 and not missing_line(p.stderr),

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* What the sampler decides before it opens anything: the CPU list it reads
- * from sysfs, and ring sizes that hold 32 of the largest records (fewer and
- * the kernel drops samples without a LOST record). */
+ * from sysfs, and the ring size for its rate and records (ringplan.h). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,19 +34,34 @@ static void test_ring_pages(void **state)
 	struct fx_sampler_opts dwarf = {
 		.frequency = 99, .kernel = true, .user_regs_stack = true, .stack_bytes = 16384
 	};
-	struct fx_sampler_opts big = dwarf;
+	struct fx_sampler_opts o = dwarf;
 	size_t n;
 
 	(void)state;
+	assert_int_equal(page, 4096); /* the sizes below are in 4 KiB pages */
+	/* Header, fields, a full callchain; registers and the stack copy. */
+	assert_int_equal(fx_sampler_record_bytes(&fp), 1152);
+	assert_int_equal(fx_sampler_record_bytes(&dwarf), 1152 + 8 + 8 * 17 + 16 + 16384);
 	/* Frame pointers: small records, the 64-page floor. */
 	assert_int_equal(fx_sampler_ring_pages(&fp), 64);
-	/* 16 KiB stack copies: 32 of them need more than 512 KiB. */
+	/* 99 Hz, 16 KiB stack copies: 1 MiB, as many as 32 records needed. */
 	n = fx_sampler_ring_pages(&dwarf);
-	assert_true(n * page >= 32 * (16384 + 136 + 8 * 136));
+	assert_true(n * page >= 32 * fx_sampler_record_bytes(&dwarf));
 	assert_int_equal(n & (n - 1), 0);
 	assert_int_equal(n, 256);
-	big.stack_bytes = 32768;
-	assert_int_equal(fx_sampler_ring_pages(&big), 512);
+	/* The rate of 64 and 128 CPUs at 99 Hz, sampled on 2: 32 and 64 MiB. */
+	o.frequency = 3168;
+	assert_int_equal(fx_sampler_ring_pages(&o), 8192);
+	o.frequency = 6336;
+	assert_int_equal(fx_sampler_ring_pages(&o), 16384);
+	/* The stack copy scales it. */
+	o = dwarf;
+	o.stack_bytes = 32768;
+	assert_int_equal(fx_sampler_ring_pages(&o), 512);
+	o.stack_bytes = 8192;
+	assert_int_equal(fx_sampler_ring_pages(&o), 128);
+	o.frequency = 3168;
+	assert_int_equal(fx_sampler_ring_pages(&o), 4096);
 }
 
 int main(void)
