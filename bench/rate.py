@@ -18,9 +18,9 @@ runs D seconds under each recorder in turn, the order rotating by round:
 Per recorder, medians over the rounds: samples, its CPU while the workload
 ran (share of one CPU, from its threads' schedstat), CPU per sample, samples
 lost (rings that overflowed: fxagent's own count, perf's LOST records),
-stacks cut short (fxagent). The agent's rings are given explicitly
-(`sampling.ring_size`: its default ring times the ratio, at most 64 MiB);
-perf's with `-m` in the same bytes.
+stacks cut short (fxagent). The agent sizes its rings for the rate itself
+(ringplan.h: 2 x 200 ms of records, at most 64 MiB); perf is given the same
+bytes with `-m`.
 
 usage: bench/rate.py [--build DIR] [--quick] [--rounds N] [--duration S] [--hosts 32,64,128]
 """
@@ -42,7 +42,8 @@ RECORDERS = {
     "perf dwarf": ("perf", ["--call-graph", "dwarf"]),
 }
 LEAD, TAIL = 1.0, 0.5
-# The agent's default ring in DWARF mode (16 KiB copies): 1 MiB a CPU.
+# What the agent's ring plan gives in DWARF mode (16 KiB copies): 1 MiB a
+# CPU at 99 Hz, growing with the rate, at most 64 MiB; perf gets as much.
 BASE_RING = 1 << 20
 MAX_RING = 64 << 20
 LOST = re.compile(r"(\d+) samples were lost")
@@ -81,10 +82,7 @@ def run_one(ctx, name, n, dur, tmp):
     ring = ring_bytes(n)
     if tool == "fx":
         out = os.path.join(tmp, "r.json.gz")
-        cfg = os.path.join(tmp, "rate.yaml")
-        with open(cfg, "w") as f:
-            f.write(f"sampling:\n  ring_size: {ring // 1024}KiB\n")
-        cmd = [ctx.agent, "--once", "--config", cfg, *extra, "--frequency", str(hz),
+        cmd = [ctx.agent, "--once", *extra, "--frequency", str(hz),
                "--duration", f"{int(rec * 1000)}ms", "--output", out, "--verbose"]
     else:
         out = os.path.join(tmp, "r.data")
@@ -177,8 +175,9 @@ def run(ctx, a):
             "walked by the rules alone"]
     return (["### Sample rate of big hosts", "",
              f"`bench/rate.py`: {dur:g} s of one fx-bench-work per CPU under each recorder, "
-             f"{rounds} rounds, order rotating; medians. Rings: the agent's default (1 MiB) "
-             f"times host CPUs / {fb.NCPU}, at most 64 MiB; perf's the same bytes.", ""]
+             f"{rounds} rounds, order rotating; medians. Rings: the agent's own plan for the "
+             f"rate; perf's the same bytes (1 MiB times host CPUs / {fb.NCPU}, at most "
+             f"64 MiB).", ""]
             + fb.table(head, rows) + summary + [""])
 
 
