@@ -75,6 +75,11 @@ const struct perf_event_header *fx_ring_next(struct fx_ring *r)
 	return (const struct perf_event_header *)r->bounce;
 }
 
+void fx_ring_unread(struct fx_ring *r, const struct perf_event_header *h)
+{
+	r->tail -= h->size;
+}
+
 void fx_ring_end(struct fx_ring *r)
 {
 	/* Our reads of the records happen before the kernel may overwrite them. */

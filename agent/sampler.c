@@ -26,6 +26,9 @@ struct cpu_event {
 	void *map;
 	size_t map_len;
 	struct fx_ring ring;
+	/* drain(): the ring's next record (read, not handed out yet) */
+	const struct perf_event_header *next;
+	uint64_t next_time;
 };
 
 /* An event on a cgroup, writing into its CPU's ring. */
@@ -35,30 +38,16 @@ struct cg_event {
 	uint32_t tag;
 };
 
-/* A record copied out of a ring, waiting to be sorted. */
-struct batch_ref {
-	uint64_t time;
-	size_t off;   /* into batch.buf */
-	uint32_t seq; /* keeps ring order among equal times */
-};
-
 struct fx_sampler {
 	struct fx_sampler_opts opts;
 	struct fx_record_fmt fmt;
 	struct cpu_event *ev;
 	unsigned nev;
 	struct pollfd *pfd;
-	uint8_t *buf;
-	size_t buf_len, buf_cap;
-	struct batch_ref *refs;
-	size_t nrefs, refs_cap;
 	struct cg_event *cg; /* sorted by id */
 	size_t ncg, cg_cap;
 	bool enabled;
 	bool map_refused; /* a ring's mmap hit the locked-memory limits (logged) */
-	/* Records newer than the last round's cut, waiting for the next round. */
-	uint8_t *held;
-	size_t held_len, held_cap;
 	struct fx_sampler_stats stats;
 };
 
@@ -464,12 +453,9 @@ void fx_sampler_free(struct fx_sampler *s)
 	}
 	free(s->ev);
 	free(s->pfd);
-	free(s->buf);
-	free(s->refs);
 	for (size_t i = 0; i < s->ncg; i++)
 		close(s->cg[i].fd);
 	free(s->cg);
-	free(s->held);
 	free(s);
 }
 
@@ -601,81 +587,62 @@ const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s)
 	return &s->fmt;
 }
 
-static int push(struct fx_sampler *s, const struct perf_event_header *h, uint32_t seq)
+/* Reads the next record of @e's ring into e->next, unless it is newer than
+ * @cut: that one stays in the ring for the next round. */
+static void peek(struct fx_sampler *s, struct cpu_event *e, uint64_t cut)
 {
-	if (fx_grow(&s->buf, &s->buf_cap, s->buf_len + h->size, 1) < 0 ||
-	    fx_grow(&s->refs, &s->refs_cap, s->nrefs + 1, sizeof(*s->refs)) < 0)
-		return -ENOMEM;
-	memcpy(s->buf + s->buf_len, h, h->size);
-	s->refs[s->nrefs++] = (struct batch_ref){ .time = fx_record_time(&s->fmt, h),
-						  .off = s->buf_len,
-						  .seq = seq };
-	/* Records are 8-byte multiples; keep the copies aligned. */
-	s->buf_len += (h->size + 7u) & ~7u;
-	return 0;
+	const struct perf_event_header *h = fx_ring_next(&e->ring);
+
+	e->next = NULL;
+	if (!h)
+		return;
+	e->next_time = fx_record_time(&s->fmt, h);
+	if (e->next_time > cut) {
+		fx_ring_unread(&e->ring, h);
+		return;
+	}
+	e->next = h;
 }
 
-static int cmp_ref(const void *a, const void *b)
-{
-	const struct batch_ref *x = a, *y = b;
-
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Hands out, in time order, the held records and everything in the rings
- * that is not newer than @cut; newer records are held for the next round. A
- * record stamped before the cut is already in its ring when the rings are
- * read after the cut, so no later round brings an older record: a process's
- * MMAP2 on one CPU is not handled after its sample on another. */
+/* Hands out, in time order, everything in the rings that is not newer than
+ * @cut; newer records stay in their rings for the next round. A record
+ * stamped before the cut is already in its ring when the rings are read
+ * after the cut, so no later round brings an older record: a process's MMAP2
+ * on one CPU is not handled after its sample on another.
+ *
+ * Each ring is in time order (one CPU's), so this is a merge of the rings,
+ * read in place: no copy of the records (at a 128-CPU host's rate a round
+ * holds tens of MiB of stack copies), and each record's space goes back to
+ * the kernel as soon as it has been handled. Equal times: the lower CPU
+ * first. */
 static int drain(struct fx_sampler *s, uint64_t cut, fx_sampler_fn fn, void *ctx)
 {
-	uint32_t seq = 0;
 	size_t dispatched = 0;
 
-	s->buf_len = 0;
-	s->nrefs = 0;
-	for (size_t off = 0; off < s->held_len;) {
-		const struct perf_event_header *h = (const void *)(s->held + off);
-
-		if (push(s, h, seq++) < 0)
-			break; /* out of memory: the rest of what was held is lost */
-		off += (h->size + 7u) & ~7u;
-	}
-	s->held_len = 0;
 	for (unsigned i = 0; i < s->nev; i++) {
-		struct fx_ring *r = &s->ev[i].ring;
-		const struct perf_event_header *h;
+		fx_ring_begin(&s->ev[i].ring);
+		peek(s, &s->ev[i], cut);
+	}
+	for (;;) {
+		struct cpu_event *best = NULL;
 
-		fx_ring_begin(r);
-		while ((h = fx_ring_next(r))) {
-			if (push(s, h, seq++) < 0)
-				break; /* out of memory: this record is lost, the rest waits */
-		}
-		fx_ring_end(r);
+		for (unsigned i = 0; i < s->nev; i++)
+			if (s->ev[i].next && (!best || s->ev[i].next_time < best->next_time))
+				best = &s->ev[i];
+		if (!best)
+			break;
+		s->stats.records++;
+		if (best->next->type == PERF_RECORD_SAMPLE)
+			s->stats.samples++;
+		fn(ctx, best->next);
+		dispatched++;
+		fx_ring_end(&best->ring);
+		peek(s, best, cut);
 	}
 	s->stats.corrupt = 0;
-	for (unsigned i = 0; i < s->nev; i++)
+	for (unsigned i = 0; i < s->nev; i++) {
+		fx_ring_end(&s->ev[i].ring);
 		s->stats.corrupt += s->ev[i].ring.corrupt;
-	/* Not qsort(NULL, 0, ...): refs stays NULL until a first record, and a
-	 * NULL base is undefined behaviour even for no elements. */
-	if (s->nrefs > 1)
-		qsort(s->refs, s->nrefs, sizeof(*s->refs), cmp_ref);
-	for (size_t i = 0; i < s->nrefs; i++) {
-		const struct perf_event_header *h = (const void *)(s->buf + s->refs[i].off);
-
-		if (s->refs[i].time > cut &&
-		    fx_grow(&s->held, &s->held_cap, s->held_len + h->size + 8, 1) == 0) {
-			memcpy(s->held + s->held_len, h, h->size);
-			s->held_len += (h->size + 7u) & ~7u;
-			continue;
-		}
-		s->stats.records++;
-		if (h->type == PERF_RECORD_SAMPLE)
-			s->stats.samples++;
-		fn(ctx, h);
-		dispatched++;
 	}
 	return (int)dispatched;
 }

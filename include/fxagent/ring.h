@@ -37,6 +37,11 @@ void fx_ring_begin(struct fx_ring *r);
 /* The next record, or NULL when none is left. The pointer is valid until the
  * next call of fx_ring_next() or fx_ring_end(). */
 const struct perf_event_header *fx_ring_next(struct fx_ring *r);
+/* Puts back @h, the record fx_ring_next() just returned: the next call
+ * returns it again. */
+void fx_ring_unread(struct fx_ring *r, const struct perf_event_header *h);
+/* Gives the space of the records read so far back to the kernel. May be
+ * called after every record: the next fx_ring_next() goes on from there. */
 void fx_ring_end(struct fx_ring *r);
 
 #endif

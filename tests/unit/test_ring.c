@@ -74,6 +74,41 @@ static void test_reads_in_order(void **state)
 	free(f);
 }
 
+/* The sampler's merge: a record newer than the round's cut is put back and
+ * read again next round, wrapped or not; the space of each record handled is
+ * given back at once, and never that of one read but not handled. */
+static void test_unread_and_give_back(void **state)
+{
+	struct fake *f = fake_new(DATA - 40);
+	struct fx_ring r;
+	const struct perf_event_header *h;
+
+	(void)state;
+	assert_int_equal(fx_ring_init(&r, &f->meta, PAGE, DATA), 0);
+	put(f, PERF_RECORD_COMM, 24, 0x11);
+	put(f, PERF_RECORD_SAMPLE, 64, 0x22); /* wraps */
+	fx_ring_begin(&r);
+	h = fx_ring_next(&r);
+	assert_int_equal(h->type, PERF_RECORD_COMM);
+	fx_ring_end(&r);
+	assert_int_equal(f->meta.data_tail, DATA - 16);
+	h = fx_ring_next(&r);
+	assert_int_equal(h->type, PERF_RECORD_SAMPLE);
+	fx_ring_unread(&r, h);
+	fx_ring_end(&r);
+	assert_int_equal(f->meta.data_tail, DATA - 16); /* not handled: still ours */
+	fx_ring_begin(&r);
+	h = fx_ring_next(&r);
+	assert_non_null(h);
+	assert_int_equal(h->type, PERF_RECORD_SAMPLE);
+	assert_int_equal(((const uint8_t *)h)[63], 0x22);
+	assert_null(fx_ring_next(&r));
+	fx_ring_end(&r);
+	assert_int_equal(f->meta.data_tail, DATA + 48);
+	fx_ring_release(&r);
+	free(f);
+}
+
 static void test_record_wraps(void **state)
 {
 	/* Start 24 bytes before the end: the 200-byte record wraps. */
@@ -174,9 +209,13 @@ static void test_rejects_bad_size(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_reads_in_order), cmocka_unit_test(test_record_wraps),
-		cmocka_unit_test(test_header_wraps),   cmocka_unit_test(test_partial_record_waits),
-		cmocka_unit_test(test_bogus_size),     cmocka_unit_test(test_rejects_bad_size),
+		cmocka_unit_test(test_reads_in_order),
+		cmocka_unit_test(test_unread_and_give_back),
+		cmocka_unit_test(test_record_wraps),
+		cmocka_unit_test(test_header_wraps),
+		cmocka_unit_test(test_partial_record_waits),
+		cmocka_unit_test(test_bogus_size),
+		cmocka_unit_test(test_rejects_bad_size),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
