@@ -35,7 +35,13 @@ static void *take(struct fx_arena *a, size_t size, size_t align)
 			return (char *)c->data + off;
 		}
 	}
-	cap = size > FX_ARENA_CHUNK ? size : FX_ARENA_CHUNK;
+	/* Each chunk about as large as all before it: few chunks for a large
+	 * arena, little memory for a small one. */
+	cap = a->bytes < FX_ARENA_FIRST	  ? FX_ARENA_FIRST
+	      : a->bytes < FX_ARENA_CHUNK ? a->bytes
+					  : FX_ARENA_CHUNK;
+	if (size > cap)
+		cap = size;
 	if (cap > SIZE_MAX - sizeof(*c)) {
 		errno = ENOMEM;
 		return NULL;

@@ -2,9 +2,12 @@
 /* arena: a bump allocator for many small pieces freed together (the names
  * of a symbol table, the results of a batch).
  *
- * Memory comes from malloc in chunks of FX_ARENA_CHUNK bytes (a larger piece
- * gets a chunk of its own). A pointer handed out stays valid, and its bytes
- * as written, until fx_arena_free(); pieces are never moved. An optional cap
+ * Memory comes from malloc in chunks that grow with the arena, from
+ * FX_ARENA_FIRST bytes to FX_ARENA_CHUNK (a larger piece gets a chunk of its
+ * own): an arena holding a few pieces costs about a kilobyte, not a whole
+ * chunk (the symbolizer keeps two per object, hundreds of objects). A
+ * pointer handed out stays valid, and its bytes as written, until
+ * fx_arena_free(); pieces are never moved. An optional cap
  * bounds the bytes taken from malloc. Not thread-safe.
  */
 #ifndef FXAGENT_ARENA_H
@@ -13,6 +16,7 @@
 #include <stddef.h>
 
 #define FX_ARENA_CHUNK ((size_t)64 * 1024)
+#define FX_ARENA_FIRST ((size_t)1024)
 
 struct fx_arena_chunk;
 
