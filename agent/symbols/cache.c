@@ -169,8 +169,10 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
 		free(key);
 		o->last_use = ++s->tick;
 		/* Results from earlier batches may go now; this batch's stay. */
-		if (o->batch != s->batch && o->n_cache >= MAX_RESULTS)
+		if (o->batch != s->batch && o->n_cache >= MAX_RESULTS) {
+			s->stats.results_evicted += o->n_cache;
 			cache_reset(o);
+		}
 		o->batch = s->batch;
 		return o;
 	}
@@ -201,8 +203,10 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
 	if (s->n_objects >= MAX_OBJECTS) {
 		/* The least recently used object that this batch has not used. */
 		victim = sym_lru_object(s, false, true, NULL);
-		if (victim != SIZE_MAX)
+		if (victim != SIZE_MAX) {
 			sym_drop_object(s, victim);
+			s->stats.evicted++;
+		}
 	}
 	if (s->n_objects == s->cap_objects) {
 		size_t ncap = s->cap_objects ? s->cap_objects * 2 : 64;

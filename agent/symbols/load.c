@@ -213,6 +213,8 @@ void sym_release_dwarf(struct fx_symbolizer *s, struct object *o)
 /* Lets go of @o's debug sections; they are read again if needed. */
 void sym_shed_dwarf(struct fx_symbolizer *s, struct object *o)
 {
+	if (o->dw)
+		s->stats.dwarf_shed++;
 	sym_release_dwarf(s, o);
 	o->dw_released = true;
 }

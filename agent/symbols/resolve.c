@@ -293,6 +293,7 @@ size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
 	for (size_t i = 0; i < s->n_objects;) {
 		if (s->objects[i]->batch < batch) {
 			sym_drop_object(s, i);
+			s->stats.idle_dropped++;
 			n++;
 		} else {
 			i++;
@@ -310,12 +311,20 @@ void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer
 	out->bytes = 0;
 	out->fde_ranges = 0;
 	out->fde_bytes = 0;
+	out->dwarf_objects = 0;
+	out->results = 0;
+	out->results_bytes = 0;
 	for (size_t i = 0; i < s->n_objects; i++) {
 		const struct object *o = s->objects[i];
 
 		out->bytes += sym_object_bytes(o);
 		out->fde_ranges += o->n_fdes;
 		out->fde_bytes += o->n_fdes * sizeof(*o->fde_starts);
+		out->dwarf_objects += o->dw != NULL;
+		out->results += o->n_cache;
+		out->results_bytes += fx_arena_bytes(&o->res_mem) +
+				      o->cap_cache * sizeof(*o->cache) +
+				      fx_hashtab_bytes(&o->cache_index);
 	}
 }
 

@@ -101,7 +101,17 @@ struct fx_symbolizer_stats {
 	 * .eh_frame for objects without symbols (see no_symbol). */
 	uint64_t fde_ranges;
 	uint64_t fde_bytes;
-	uint64_t trimmed; /* objects freed to stay under max_bytes */
+	/* Now: objects holding DWARF; (object, offset) results cached, and
+	 * their heap bytes (of bytes). */
+	uint64_t dwarf_objects;
+	uint64_t results;
+	uint64_t results_bytes;
+	/* What was let go, so far: */
+	uint64_t trimmed;	  /* objects freed to stay under max_bytes */
+	uint64_t evicted;	  /* objects freed for the bound on their number */
+	uint64_t idle_dropped;	  /* objects freed by fx_symbolizer_drop_idle() */
+	uint64_t dwarf_shed;	  /* objects' DWARF freed for max_bytes (read again on use) */
+	uint64_t results_evicted; /* results dropped as their object's cache filled */
 };
 
 /* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */

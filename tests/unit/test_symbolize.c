@@ -674,6 +674,10 @@ static void test_object_lru(void **state)
 	}
 	fx_symbolizer_get_stats(s, &st);
 	assert_int_equal(st.objects, 600);
+	/* 512 held, the other 88 evicted and counted. */
+	assert_int_equal(st.objects_held, 512);
+	assert_int_equal(st.evicted, 88);
+	assert_int_equal(st.trimmed + st.idle_dropped, 0);
 	/* The most recent one is still known, the first one was dropped. */
 	memcpy(id, &(unsigned){ 599 }, sizeof(i));
 	fx_symbolizer_resolve(s, &src, &off, 1, &r);
@@ -683,6 +687,8 @@ static void test_object_lru(void **state)
 	fx_symbolizer_resolve(s, &src, &off, 1, &r);
 	fx_symbolizer_get_stats(s, &st);
 	assert_int_equal(st.objects, 601);
+	assert_int_equal(st.objects_held, 512);
+	assert_int_equal(st.evicted, 89);
 	fx_symbolizer_free(s);
 }
 
@@ -707,14 +713,24 @@ static void test_memory_bounds(void **state)
 	/* Within a batch the bound waits: its results stay valid. */
 	assert_int_equal(st.objects_held, 2);
 	assert_true(st.bytes > 1);
+	/* Reading the second's DWARF let the first's go (counted). */
+	assert_int_equal(st.dwarf_objects, 1);
+	assert_int_equal(st.dwarf_shed, 1);
+	assert_int_equal(st.results, 2);
+	assert_true(st.results_bytes > 0 && st.results_bytes < st.bytes);
 	assert_int_equal(r1.n_frames, 2);
 	assert_string_equal(r1.frames[1].name, "fx_fix_helper");
 
 	fx_symbolizer_begin_batch(s);
-	/* Between batches: under the bound, here nothing at all. */
+	/* Between batches: under the bound, here nothing at all; the DWARF
+	 * went first, then the objects. */
 	fx_symbolizer_get_stats(s, &st);
 	assert_int_equal(st.objects_held, 0);
 	assert_int_equal(st.trimmed, 2);
+	assert_int_equal(st.dwarf_shed, 2);
+	assert_int_equal(st.dwarf_objects, 0);
+	assert_int_equal(st.results, 0);
+	assert_int_equal(st.bytes, 0);
 	off = a.offset;
 	assert_int_equal(resolve_path(s, FIX("libfxfix.so"), &off, 1, &r2), 0);
 	assert_int_equal(r2.n_frames, 2);
@@ -735,7 +751,48 @@ static void test_memory_bounds(void **state)
 	assert_int_equal(fx_symbolizer_drop_idle(s, mark), 1);
 	fx_symbolizer_get_stats(s, &st);
 	assert_int_equal(st.objects_held, 1);
+	assert_int_equal(st.idle_dropped, 1);
+	assert_int_equal(st.trimmed + st.evicted + st.dwarf_shed, 0);
 	fx_symbolizer_free(s);
+}
+
+/* An object's (offset -> result) cache is bounded (2^18 results, as
+ * symbolize.h says): once past it, the next batch that uses the object
+ * starts it afresh, and the results dropped are counted. */
+static void test_results_bound(void **state)
+{
+	enum { BOUND = 1 << 18, N = BOUND + 10 };
+	/* max_bytes out of the way: 2^18 results are over 32 MiB. */
+	struct fx_symbolizer_opts opts = { .max_bytes = 1ull << 30 };
+	struct fx_symbolizer *s = fx_symbolizer_new(&opts);
+	struct fx_elf_source src = { .fd = -1, .path = "/nonexistent/libgone.so" };
+	struct fx_symbolizer_stats st;
+	struct fx_sym_result *out = calloc(N, sizeof(*out));
+	uint64_t *offs = calloc(N, sizeof(*offs));
+
+	(void)state;
+	assert_non_null(out);
+	assert_non_null(offs);
+	for (size_t i = 0; i < N; i++)
+		offs[i] = 0x1000 + i;
+	/* A batch may go over it: its results stay valid to its end. */
+	fx_symbolizer_begin_batch(s);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, offs, N, out), -ENOENT);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.results, N);
+	assert_int_equal(st.results_evicted, 0);
+	assert_string_equal(out[N - 1].frames[0].name, "libgone.so+0x41009");
+	/* Used again in the next batch: the cache starts afresh. */
+	fx_symbolizer_begin_batch(s);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, offs, 1, out), -ENOENT);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.results, 1);
+	assert_int_equal(st.results_evicted, N);
+	assert_int_equal(st.cache_hits, 0);
+	assert_string_equal(out[0].frames[0].name, "libgone.so+0x1000");
+	fx_symbolizer_free(s);
+	free(out);
+	free(offs);
 }
 
 /* File offsets of up to @cap function entries of @path's executable code. */
@@ -963,6 +1020,7 @@ int main(void)
 		cmocka_unit_test(test_fallback_per_path),
 		cmocka_unit_test(test_fd_source_and_cache),
 		cmocka_unit_test(test_object_lru),
+		cmocka_unit_test(test_results_bound),
 		cmocka_unit_test(test_memory_counts_libdw),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
