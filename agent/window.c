@@ -121,15 +121,28 @@ nomem:
 	errno = ENOMEM;
 	return FX_NONE;
 }
+/* The index of a frame known to @w, or FX_NONE. */
+static uint32_t find_frame(const struct fx_window *w, const struct fx_window_frame *key)
+{
+	return fx_hashtab_find(&w->frame_index, frame_hash(key->object, key->addr), frame_eq, w,
+			       key);
+}
+
 uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
 {
 	uint32_t node = FX_NONE;
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t f = fx_window_intern_frame(w, frames[i].object, frames[i].addr);
+		/* At the stack cap a new frame would need a new node, which is
+		 * refused: not interned, frames stay under the cap too. */
+		bool full = w->max_stacks && w->nstacks >= w->max_stacks;
+		uint32_t f = full ? find_frame(w, &frames[i])
+				  : fx_window_intern_frame(w, frames[i].object, frames[i].addr);
 
-		if (f == FX_NONE)
+		if (f == FX_NONE) {
+			errno = full ? ENOSPC : ENOMEM;
 			return FX_NONE;
+		}
 		node = intern_node(w, node, f);
 		if (node == FX_NONE)
 			return FX_NONE;

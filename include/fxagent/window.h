@@ -64,7 +64,8 @@ struct fx_window {
 };
 
 /* Initializes an empty window holding at most @max_stacks distinct stacks
- * (0 = no cap). Cannot fail: memory is taken on first use. */
+ * (0 = no cap), and so about as many frames at most: a stack past the cap
+ * adds no frame. Cannot fail: memory is taken on first use. */
 void fx_window_init(struct fx_window *w, size_t max_stacks);
 /* Frees what the window holds; it can be initialized again. */
 void fx_window_release(struct fx_window *w);

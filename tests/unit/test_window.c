@@ -84,6 +84,16 @@ static void test_stack_cap(void **state)
 	assert_int_equal(errno, ENOSPC);
 	/* Known stacks still intern under the cap. */
 	assert_int_not_equal(fx_window_intern_stack(&w, a, 2), FX_NONE);
+	/* Stacks refused add no frames: the cap bounds the frames too. */
+	for (uint64_t i = 0; i < 1000; i++) {
+		struct fx_window_frame c[] = { { 2, i }, { 1, 1 } };
+
+		errno = 0;
+		assert_int_equal(fx_window_intern_stack(&w, c, 2), FX_NONE);
+		assert_int_equal(errno, ENOSPC);
+	}
+	assert_int_equal(w.nframes, 2);
+	assert_int_equal(w.nstacks, 2);
 	fx_window_release(&w);
 }
 
