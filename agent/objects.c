@@ -22,16 +22,15 @@
 /* An object (one file at one path) and what only this module may touch.
  * The file's state is on the entry of the first path it was seen at (its
  * "file" entry, file == ob.id); the entries of its other paths point there.
- * The fd changes (closed when unused, opened again when mapped again), so
- * others get copies of it. */
+ * Marking a path's entry marks its file's too, so a file entry is never
+ * older than its paths'. Others get copies of the fd: a known file without
+ * one may get one later. */
 struct entry {
 	struct fx_object ob; /* first: fx_objects_get() hands out &e->ob */
 	uint32_t file;	     /* id of the entry that holds the file's state */
-	/* Of a file entry only: */
-	int fd;		  /* open, verified fd; -1 when none */
-	bool idle_closed; /* fd closed by fx_objects_close_unused() */
-	uint64_t used;	  /* last epoch it was interned or marked */
-	uint64_t tried;	  /* last epoch it was tried to be opened again */
+	int fd;		     /* of a file entry: open, verified fd; -1 when none */
+	uint64_t used;	     /* last epoch it was interned or marked */
+	bool dying;	     /* retired by the fx_objects_retire_unused() under way */
 };
 
 struct alias {
@@ -45,6 +44,8 @@ struct fx_objects {
 	pthread_mutex_t lock;
 	char *proc_root;
 	size_t max_open;
+	/* By id; NULL: a retired object's. Ids are never given again: others
+	 * (the unwinder's tables) map an id to its file for good. */
 	struct entry **v;
 	size_t n, cap;
 	uint64_t epoch; /* the current one; starts at 1 */
@@ -98,6 +99,8 @@ void fx_objects_free(struct fx_objects *o)
 	if (!o)
 		return;
 	for (size_t i = 0; i < o->n; i++) {
+		if (!o->v[i])
+			continue;
 		if (o->v[i]->fd >= 0)
 			close(o->v[i]->fd);
 		free(o->v[i]->ob.path);
@@ -226,7 +229,7 @@ static int reserve(struct fx_objects *o)
 	     * NOLINTNEXTLINE(bugprone-sizeof-expression) */
 	    fx_grow(&o->v, &o->cap, o->n + 1, sizeof(*o->v)) < 0 ||
 	    fx_hashtab_reserve(&o->by_bid, o->by_bid.count + 1, bid_hash_at, o) < 0 ||
-	    fx_hashtab_reserve(&o->by_path, o->n + 1, path_hash_at, o) < 0 ||
+	    fx_hashtab_reserve(&o->by_path, o->by_path.count + 1, path_hash_at, o) < 0 ||
 	    fx_hashtab_reserve(&o->by_file, o->naliases + 1, file_hash_at, o) < 0)
 		return -ENOMEM;
 	return 0;
@@ -303,11 +306,8 @@ static int add_alias(struct fx_objects *o, const struct fx_mapping_info *m, uint
 /* Opens the file as the process sees it. The fd is accepted only if its
  * build-id matches the one the kernel reported, or the one the object already
  * has (a path on the host may name another file than the one a container
- * mapped). With @again (an object opened before, its fd closed as unused) the
- * object is not changed, others may be reading it; without a build-id to
- * check, only the mapping itself (map_files) is sure to be the same file. */
-static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e,
-		       bool again)
+ * mapped). */
+static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, struct entry *e)
 {
 	struct fx_object *ob = &e->ob;
 	const uint8_t *want = m->build_id_len ? m->build_id : ob->build_id;
@@ -319,7 +319,7 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, o->proc_root,
 		 m->pid, m->start, m->end);
 	tries[ntries++] = mf;
-	if (m->path[0] == '/' && (!again || want_len)) {
+	if (m->path[0] == '/') {
 		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", o->proc_root, m->pid,
 			 m->path);
 		tries[ntries++] = root;
@@ -338,10 +338,6 @@ static int open_object(struct fx_objects *o, const struct fx_mapping_info *m, st
 		if (want_len && (len != (int)want_len || memcmp(bid, want, want_len))) {
 			close(fd);
 			continue;
-		}
-		if (again) {
-			e->fd = fd;
-			return 0;
 		}
 		if (len > 0 && !ob->build_id_len) {
 			memcpy(ob->build_id, bid, len);
@@ -408,25 +404,6 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	o->stats.fds++;
 }
 
-/* A known file mapped again: it is in use, and if its fd was closed for
- * want of use, this mapping opens it again. */
-static void seen_again(struct fx_objects *o, const struct fx_mapping_info *m, uint32_t file)
-{
-	struct entry *e = o->v[file];
-
-	e->used = o->epoch;
-	/* One try an epoch: a mapping that cannot be opened (its process gone,
-	 * map_files not ours to read) is not tried again for every mapping. */
-	if (e->idle_closed && e->tried != o->epoch && o->stats.fds < o->max_open) {
-		e->tried = o->epoch;
-		if (open_object(o, m, e, true) == 0) {
-			e->idle_closed = false;
-			o->stats.fds++;
-			o->stats.reopened++;
-		}
-	}
-}
-
 static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	struct entry *e;
@@ -438,7 +415,7 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (m->build_id_len) {
 		id = find_bid(o, m->build_id, m->build_id_len);
 		if (id != FX_NONE) {
-			seen_again(o, m, id);
+			o->v[id]->used = o->epoch;
 			at = path_object(o, id, m->path);
 			/* Out of memory: named by the file's first path. */
 			return at != FX_NONE ? at : id;
@@ -446,10 +423,8 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	}
 	if (m->dev || m->ino || !m->build_id_len) {
 		id = find_file(o, m->dev, m->ino, m->path);
-		if (id != FX_NONE) {
-			seen_again(o, m, o->v[id]->file);
+		if (id != FX_NONE)
 			return id;
-		}
 	}
 	if (reserve(o) < 0 || !(e = new_entry(m->path)))
 		return FX_NONE;
@@ -467,7 +442,7 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 	if (!strcmp(m->path, "[vdso]")) {
 		open_vdso(o, m, e);
 	} else if (!ob->special) {
-		if (o->stats.fds < o->max_open && open_object(o, m, e, false) == 0)
+		if (o->stats.fds < o->max_open && open_object(o, m, e) == 0)
 			o->stats.fds++;
 		else
 			o->stats.open_failed++;
@@ -479,12 +454,10 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 		if (id != FX_NONE) {
 			struct entry *known = o->v[id];
 
-			/* The fd just opened serves the known file if its own
-			 * was closed as unused. */
-			if (e->fd >= 0 && known->idle_closed) {
+			/* The fd just opened serves the known file if it had
+			 * none (it could not be opened, or not under max_open). */
+			if (e->fd >= 0 && known->fd < 0) {
 				known->fd = e->fd;
-				known->idle_closed = false;
-				o->stats.reopened++;
 			} else if (e->fd >= 0) {
 				close(e->fd);
 				o->stats.fds--;
@@ -512,6 +485,10 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 
 	pthread_mutex_lock(&o->lock);
 	id = intern(o, m);
+	/* In use from now on, at its path and as a file: an object found at a
+	 * known path is not retired under the mapping just made of it. */
+	if (id != FX_NONE)
+		o->v[id]->used = o->v[o->v[id]->file]->used = o->epoch;
 	pthread_mutex_unlock(&o->lock);
 	return id;
 }
@@ -521,7 +498,7 @@ const struct fx_object *fx_objects_get(const struct fx_objects *o, uint32_t id)
 	const struct fx_object *ob;
 
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
-	ob = id < o->n ? &o->v[id]->ob : NULL;
+	ob = id < o->n && o->v[id] ? &o->v[id]->ob : NULL;
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 	return ob;
 }
@@ -531,7 +508,7 @@ int fx_objects_dup_fd(const struct fx_objects *o, uint32_t id)
 	int fd = -1;
 
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
-	if (id < o->n && o->v[o->v[id]->file]->fd >= 0)
+	if (id < o->n && o->v[id] && o->v[o->v[id]->file]->fd >= 0)
 		fd = fcntl(o->v[o->v[id]->file]->fd, F_DUPFD_CLOEXEC, 3);
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 	return fd;
@@ -542,7 +519,7 @@ uint32_t fx_objects_file(const struct fx_objects *o, uint32_t id)
 	uint32_t file = id;
 
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
-	if (id < o->n)
+	if (id < o->n && o->v[id])
 		file = o->v[id]->file;
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
 	return file;
@@ -557,7 +534,7 @@ void fx_objects_mark(struct fx_objects *o, const uint32_t *ids, size_t n, size_t
 		uint32_t id;
 
 		memcpy(&id, p, sizeof(id));
-		if (id < o->n)
+		if (id < o->n && o->v[id])
 			o->v[id]->used = o->v[o->v[id]->file]->used = o->epoch;
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -573,26 +550,82 @@ uint64_t fx_objects_end_epoch(struct fx_objects *o)
 	return e;
 }
 
-size_t fx_objects_close_unused(struct fx_objects *o, uint64_t epoch)
+/* Removes alias @i from the index; the last one takes its place. */
+static void remove_alias(struct fx_objects *o, size_t i)
 {
-	size_t closed = 0;
+	size_t last = o->naliases - 1;
+	struct alias *a = &o->aliases[i];
+
+	fx_hashtab_remove(&o->by_file, file_hash(a->dev, a->ino, a->path), (uint32_t)i,
+			  file_hash_at, o);
+	free(a->path);
+	if (i != last) {
+		const struct alias *l = &o->aliases[last];
+
+		fx_hashtab_renumber(&o->by_file, file_hash(l->dev, l->ino, l->path), (uint32_t)last,
+				    (uint32_t)i);
+		*a = *l;
+	}
+	o->naliases--;
+}
+
+/* Takes the dying entry @id out of the indexes, closes its fd and frees it.
+ * The indexes' callbacks read the other entries, which are all still there. */
+static void retire(struct fx_objects *o, uint32_t id)
+{
+	struct entry *e = o->v[id];
+	const struct fx_object *ob = &e->ob;
+
+	if (ob->build_id_len && e->file == id)
+		fx_hashtab_remove(&o->by_bid, bid_hash(ob->build_id, ob->build_id_len), id,
+				  bid_hash_at, o);
+	fx_hashtab_remove(&o->by_path, path_hash(e->file, ob->path, strlen(ob->path)), id,
+			  path_hash_at, o);
+	if (e->fd >= 0) {
+		close(e->fd);
+		o->stats.fds--;
+		o->stats.closed_unused++;
+	}
+	if (e->file == id)
+		o->stats.objects--;
+	free(e->ob.path);
+	free(e);
+	o->v[id] = NULL;
+	o->stats.retired++;
+}
+
+size_t fx_objects_retire_unused(struct fx_objects *o, uint64_t epoch)
+{
+	size_t n = 0;
 
 	pthread_mutex_lock(&o->lock);
+	/* Files first: the paths of a file that goes go with it (marking keeps
+	 * a file at least as recent as its paths: this is only a safeguard).
+	 * [vdso] and the like stay: a few names, and the vDSO copy is ours. */
 	for (size_t i = 0; i < o->n; i++) {
 		struct entry *e = o->v[i];
 
-		/* The vDSO copy is ours and every process maps it. */
-		if (e->fd < 0 || e->used >= epoch || e->ob.special)
-			continue;
-		close(e->fd);
-		e->fd = -1;
-		e->idle_closed = true;
-		o->stats.fds--;
-		o->stats.closed_unused++;
-		closed++;
+		if (e && e->file == i)
+			e->dying = e->used < epoch && !e->ob.special;
+	}
+	for (size_t i = 0; i < o->n; i++) {
+		struct entry *e = o->v[i];
+
+		if (e && e->file != i)
+			e->dying = o->v[e->file]->dying || (e->used < epoch && !e->ob.special);
+	}
+	/* Backwards: the alias moved into a hole has been looked at. */
+	for (size_t i = o->naliases; i-- > 0;)
+		if (o->v[o->aliases[i].id]->dying)
+			remove_alias(o, i);
+	for (size_t i = 0; i < o->n; i++) {
+		if (o->v[i] && o->v[i]->dying) {
+			retire(o, (uint32_t)i);
+			n++;
+		}
 	}
 	pthread_mutex_unlock(&o->lock);
-	return closed;
+	return n;
 }
 
 size_t fx_objects_count(const struct fx_objects *o)
@@ -607,7 +640,23 @@ size_t fx_objects_count(const struct fx_objects *o)
 
 void fx_objects_get_stats(const struct fx_objects *o, struct fx_objects_stats *out)
 {
+	uint64_t entries = 0, bytes;
+
 	pthread_mutex_lock((pthread_mutex_t *)&o->lock);
 	*out = o->stats;
+	/* The arrays and indexes as allocated, then each entry, alias and path. */
+	bytes = sizeof(*o) + o->cap * sizeof(struct entry *) +
+		o->aliases_cap * sizeof(*o->aliases) + fx_hashtab_bytes(&o->by_bid) +
+		fx_hashtab_bytes(&o->by_file) + fx_hashtab_bytes(&o->by_path);
+	for (size_t i = 0; i < o->n; i++) {
+		if (o->v[i]) {
+			entries++;
+			bytes += sizeof(*o->v[i]) + strlen(o->v[i]->ob.path) + 1;
+		}
+	}
+	for (size_t i = 0; i < o->naliases; i++)
+		bytes += strlen(o->aliases[i].path) + 1;
 	pthread_mutex_unlock((pthread_mutex_t *)&o->lock);
+	out->entries = entries;
+	out->bytes = bytes;
 }

@@ -463,9 +463,9 @@ static void debug_state(struct publisher *pub, const struct fx_memstat *ms)
 			 (double)ss.fde_bytes / 1024.0);
 	}
 	fx_objects_get_stats(pub->p->objs, &os);
-	fx_debug("objects: %" PRIu64 " known, %" PRIu64 " fds open, %" PRIu64
-		 " closed as unused, %" PRIu64 " opened again",
-		 os.objects, os.fds, os.closed_unused, os.reopened);
+	fx_debug("objects: %" PRIu64 " known (%" PRIu64 " paths), %" PRIu64 " fds open, %" PRIu64
+		 " retired as unused",
+		 os.objects, os.entries, os.fds, os.retired);
 }
 
 static void report_status(struct publisher *pub, const struct batch *b)
@@ -523,8 +523,8 @@ static void write_batch(struct publisher *pub, struct batch *b)
 		__atomic_add_fetch(&pub->p->stats.chunk_errors, b->njobs, __ATOMIC_RELAXED);
 	}
 	/* Binaries no live process maps and no window still to be written uses
-	 * give their fds back. */
-	fx_objects_close_unused(pub->p->objs, b->epoch);
+	 * give their fds and entries back. */
+	fx_objects_retire_unused(pub->p->objs, b->epoch);
 	/* What the window's tables and dropped caches freed goes back to the
 	 * system, not only to malloc's free lists (all arenas). */
 	malloc_trim(0);

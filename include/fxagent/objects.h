@@ -11,16 +11,20 @@
  * then PATH): so binaries of other mount namespaces (containers) and binaries
  * deleted after start stay readable for symbolization at the end of the window.
  *
- * The fd is kept while the object is in use (at most max_open fds): a daemon
- * ends an epoch per window, marks what live processes map and what the
- * window's frames use, and once a window is written closes the fds of objects
- * unused since (fx_objects_close_unused). Otherwise every binary a build or a
- * deploy ever ran would keep an fd. An object mapped again is opened again
- * through the new mapping.
+ * An object lives while it is in use (its fd too, at most max_open fds): a
+ * daemon ends an epoch per window, marks what live processes map and what the
+ * window's frames use, and once a window is written retires the objects
+ * unused since (fx_objects_retire_unused): fd and entry; what is left of it
+ * is its id's slot (8 bytes): ids are never given again, so a cache keyed by
+ * id (the unwinder's tables) never sees another file under an id it knows.
+ * Otherwise every binary a build or a deploy ever ran would keep an fd and
+ * an entry. A file mapped again is a new object, opened through the new
+ * mapping.
  *
- * Thread-safe: one thread may intern and mark while others get, dup and close;
- * an object, once returned, never changes (its fd is not part of it) and lives
- * until fx_objects_free().
+ * Thread-safe: one thread may intern and mark while others get, dup and
+ * retire; an object, once returned, never changes (its fd is not part of it)
+ * and lives until an fx_objects_retire_unused() of an epoch after the last
+ * one it was interned or marked in, or fx_objects_free().
  */
 #ifndef FXAGENT_OBJECTS_H
 #define FXAGENT_OBJECTS_H
@@ -53,10 +57,12 @@ struct fx_mapping_info {
 
 struct fx_objects_stats {
 	uint64_t objects;	/* files: the objects of other paths of a file are not counted */
+	uint64_t entries;	/* objects: one per file and path */
+	uint64_t bytes;		/* heap bytes of the table: entries, paths, indexes */
 	uint64_t open_failed;	/* objects whose file could not be opened */
 	uint64_t fds;		/* fds held */
-	uint64_t closed_unused; /* fds closed by fx_objects_close_unused() */
-	uint64_t reopened;	/* of those, opened again by a new mapping */
+	uint64_t closed_unused; /* fds closed by fx_objects_retire_unused() */
+	uint64_t retired;	/* objects (entries) retired by it */
 };
 
 struct fx_objects;
@@ -66,20 +72,20 @@ struct fx_objects;
 struct fx_objects *fx_objects_new(const char *proc_root, size_t max_open);
 void fx_objects_free(struct fx_objects *objs);
 
-/* Finds or creates the object behind a mapping. Returns its id, or FX_NONE
- * (see window.h) on ENOMEM or an empty path. */
+/* Finds or creates the object behind a mapping, and marks it used. Returns
+ * its id, or FX_NONE (see window.h) on ENOMEM or an empty path. */
 uint32_t fx_objects_intern(struct fx_objects *objs, const struct fx_mapping_info *m);
 
-/* NULL for an unknown id. Valid until fx_objects_free(). */
+/* NULL for an unknown (or retired) id. Valid until the object is retired. */
 const struct fx_object *fx_objects_get(const struct fx_objects *objs, uint32_t id);
 /* A new close-on-exec fd of the object's verified file (the same file for
  * every path it is at), for the caller to close; -1 when none is open (not
- * openable, or closed as unused: the path is all there is then). */
+ * openable, or retired). */
 int fx_objects_dup_fd(const struct fx_objects *objs, uint32_t id);
 
 /* The id of the object that holds @id's file state: the same for every
  * path of one file (one build-id), so per-file caches are shared. @id for an
- * unknown id. */
+ * unknown (or retired) id. */
 uint32_t fx_objects_file(const struct fx_objects *objs, uint32_t id);
 
 /* Marks @n ids, and so their files, as used in the current epoch. The ids
@@ -89,9 +95,12 @@ uint32_t fx_objects_file(const struct fx_objects *objs, uint32_t id);
 void fx_objects_mark(struct fx_objects *objs, const uint32_t *ids, size_t n, size_t stride);
 /* Ends the current epoch and returns its number (the first is 1). */
 uint64_t fx_objects_end_epoch(struct fx_objects *objs);
-/* Closes the fds of objects last interned or marked before @epoch, except the
- * vDSO copy. Returns how many were closed. */
-size_t fx_objects_close_unused(struct fx_objects *objs, uint64_t epoch);
+/* Retires the objects last interned or marked before @epoch (closes their
+ * fds, frees them; their ids stay unknown), except [vdso] and the like. Call once nothing may use
+ * their ids: after the windows of
+ * @epoch are written. Returns how many were retired. */
+size_t fx_objects_retire_unused(struct fx_objects *objs, uint64_t epoch);
+/* One more than the highest id given: the size of an array by id. */
 size_t fx_objects_count(const struct fx_objects *objs);
 void fx_objects_get_stats(const struct fx_objects *objs, struct fx_objects_stats *out);
 

@@ -296,16 +296,17 @@ static struct fx_mapping_info fixture_lib(uint32_t pid)
 					 .path = FX_FIXTURE_DIR "/libfxfix.so" };
 }
 
-/* An object's fd stays open while a live process maps it or a window not yet
- * written used it; after that it is closed, and a new mapping opens it again. */
-static void test_unused_objects_close_and_reopen(void **state)
+/* An object (and its fd) stays while a live process maps it or a window not
+ * yet written used it; after that it is retired, and a new mapping makes a
+ * new object, under the id it had. */
+static void test_unused_objects_retired(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
 	struct fx_procs *p = fx_procs_new(objs, root);
 	struct fx_mapping_info lib = fixture_lib(300);
 	struct fx_objects_stats st0, st;
 	char copy[600];
-	uint32_t self_id, lib_id, obj;
+	uint32_t self_id, lib_id, id, obj;
 	uint64_t off, e1, e2, e3;
 	int fd;
 
@@ -319,7 +320,7 @@ static void test_unused_objects_close_and_reopen(void **state)
 	/* Window 1: both processes live. */
 	fx_procs_mark_objects(p);
 	e1 = fx_objects_end_epoch(objs);
-	assert_int_equal(fx_objects_close_unused(objs, e1), 0);
+	assert_int_equal(fx_objects_retire_unused(objs, e1), 0);
 
 	/* Window 2: pid 300 ran (its frames use the library) and exited. */
 	fx_procs_on_exit(p, 300, 300);
@@ -327,17 +328,18 @@ static void test_unused_objects_close_and_reopen(void **state)
 	fx_procs_mark_objects(p);
 	e2 = fx_objects_end_epoch(objs);
 	fx_procs_sweep(p);
-	assert_int_equal(fx_objects_close_unused(objs, e1), 0);
+	assert_int_equal(fx_objects_retire_unused(objs, e1), 0);
 	/* Until window 2 is written its library must stay readable. */
-	assert_int_equal(fx_objects_close_unused(objs, e2), 0);
+	assert_int_equal(fx_objects_retire_unused(objs, e2), 0);
 	fd = fx_objects_dup_fd(objs, lib_id);
 	assert_true(fd >= 0);
 	close(fd);
 
-	/* Window 3: nothing maps or used the library; written, its fd goes. */
+	/* Window 3: nothing maps or used the library; written, it goes. */
 	fx_procs_mark_objects(p);
 	e3 = fx_objects_end_epoch(objs);
-	assert_int_equal(fx_objects_close_unused(objs, e3), 1);
+	assert_int_equal(fx_objects_retire_unused(objs, e3), 1);
+	assert_null(fx_objects_get(objs, lib_id));
 	assert_int_equal(fx_objects_dup_fd(objs, lib_id), -1);
 	fd = fx_objects_dup_fd(objs, self_id);
 	assert_true(fd >= 0);
@@ -345,30 +347,31 @@ static void test_unused_objects_close_and_reopen(void **state)
 	fx_objects_get_stats(objs, &st);
 	assert_int_equal(st.fds, st0.fds - 1);
 	assert_int_equal(st.closed_unused, 1);
-	/* The object itself stays: names of old windows refer to it by id. */
-	assert_string_equal(fx_objects_get(objs, lib_id)->name, "libfxfix.so");
+	assert_int_equal(st.retired, 1);
+	assert_int_equal(st.objects, st0.objects - 1);
+	assert_int_equal(st.entries, st0.entries - 1);
+	assert_true(st.bytes < st0.bytes);
 
-	/* Another process maps it: the same object, opened again. */
+	/* Another process maps it: a new object, under a new id (a cache
+	 * keyed by id never sees another file under one it knows), opened
+	 * again. */
 	lib.pid = 400;
 	fx_procs_on_mmap(p, &lib, 0);
-	assert_true(fx_procs_resolve(fx_procs_find(p, 400), 0x7f1000000010, &lib_id, &off));
-	fd = fx_objects_dup_fd(objs, lib_id);
+	assert_true(fx_procs_resolve(fx_procs_find(p, 400), 0x7f1000000010, &id, &off));
+	assert_int_not_equal(id, lib_id);
+	assert_null(fx_objects_get(objs, lib_id));
+	assert_int_equal(fx_objects_file(objs, lib_id), lib_id);
+	assert_string_equal(fx_objects_get(objs, id)->name, "libfxfix.so");
+	fd = fx_objects_dup_fd(objs, id);
 	assert_true(fd >= 0);
 	close(fd);
 	fx_objects_get_stats(objs, &st);
 	assert_int_equal(st.fds, st0.fds);
-	assert_int_equal(st.reopened, 1);
 	assert_int_equal(st.objects, st0.objects);
 
-	/* Closed again; then a copy at another path, read from /proc/PID/maps
-	 * (no build-id given), turns out to be the same build-id: its fd serves
-	 * the known file, and the copy is named by its own path. */
-	fx_procs_on_exit(p, 400, 400);
-	fx_procs_mark_objects(p);
-	fx_procs_sweep(p);
-	fx_objects_close_unused(objs, fx_objects_end_epoch(objs));
-	fx_procs_mark_objects(p);
-	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	/* A copy at another path, read from /proc/PID/maps (no build-id
+	 * given), turns out to be the same build-id: the known file's object
+	 * at its own path, its fd shared; both go when nothing uses them. */
 	snprintf(copy, sizeof(copy), "cp %s %s/libcopy.so", lib.path, root);
 	assert_int_equal(system(copy), 0);
 	snprintf(copy, sizeof(copy), "%s/libcopy.so", root);
@@ -376,24 +379,71 @@ static void test_unused_objects_close_and_reopen(void **state)
 	lib.path = copy;
 	fx_procs_on_mmap(p, &lib, 0);
 	assert_true(fx_procs_resolve(fx_procs_find(p, 500), 0x7f1000000010, &obj, &off));
-	assert_int_not_equal(obj, lib_id);
+	assert_int_not_equal(obj, id);
 	assert_string_equal(fx_objects_get(objs, obj)->path, copy);
 	assert_string_equal(fx_objects_get(objs, obj)->name, "libcopy.so");
-	assert_string_equal(fx_objects_get(objs, lib_id)->path, FX_FIXTURE_DIR "/libfxfix.so");
-	assert_memory_equal(fx_objects_get(objs, obj)->build_id,
-			    fx_objects_get(objs, lib_id)->build_id,
-			    fx_objects_get(objs, lib_id)->build_id_len);
-	fd = fx_objects_dup_fd(objs, lib_id);
-	assert_true(fd >= 0);
-	close(fd);
+	assert_memory_equal(fx_objects_get(objs, obj)->build_id, fx_objects_get(objs, id)->build_id,
+			    fx_objects_get(objs, id)->build_id_len);
 	fd = fx_objects_dup_fd(objs, obj);
 	assert_true(fd >= 0);
 	close(fd);
 	fx_objects_get_stats(objs, &st);
 	assert_int_equal(st.fds, st0.fds);
-	assert_int_equal(st.reopened, 2);
 	assert_int_equal(st.objects, st0.objects);
+	assert_int_equal(st.entries, st0.entries + 1);
+	fx_procs_on_exit(p, 400, 400);
+	fx_procs_on_exit(p, 500, 500);
+	fx_procs_sweep(p);
+	fx_objects_end_epoch(objs); /* the window they were mapped in */
+	fx_procs_mark_objects(p);
+	assert_int_equal(fx_objects_retire_unused(objs, fx_objects_end_epoch(objs)), 2);
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.fds, st0.fds - 1);
+	assert_int_equal(st.entries, st0.entries - 1);
 	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
+/* Binaries that come and go (a build host runs new ones all day) do not
+ * grow the table but by their ids' slots: each is retired once written. */
+static void test_objects_do_not_grow(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_objects_stats st;
+	char path[64];
+	uint32_t id;
+
+	(void)state;
+	for (uint32_t i = 0; i < 1000; i++) {
+		/* Three new binaries a window, none of them readable here. */
+		for (uint32_t k = 0; k < 3; k++) {
+			struct fx_mapping_info m = { .pid = 1,
+						     .start = 0x1000,
+						     .end = 0x2000,
+						     .path = path,
+						     .dev = 7,
+						     .ino = 3 * i + k };
+
+			snprintf(path, sizeof(path), "/no/such/build-%u-%u", i, k);
+			id = fx_objects_intern(objs, &m);
+			assert_int_not_equal(id, FX_NONE);
+			assert_int_equal(fx_objects_intern(objs, &m), id);
+		}
+		/* The window is written: what the one before used goes. */
+		fx_objects_retire_unused(objs, fx_objects_end_epoch(objs));
+	}
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.entries, 3);
+	assert_int_equal(st.retired, 2997);
+	fx_objects_retire_unused(objs, fx_objects_end_epoch(objs));
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.entries, 0);
+	assert_int_equal(st.objects, 0);
+	assert_int_equal(st.retired, 3000);
+	assert_int_equal(fx_objects_count(objs), 3000);
+	/* What is left: 8 bytes an id (the slots' array, doubled as it grew),
+	 * indexes sized for two windows' binaries. */
+	assert_true(st.bytes < 4096 * 8 + 4096);
 	fx_objects_free(objs);
 }
 
@@ -451,16 +501,25 @@ static void test_one_file_two_paths(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 
-	/* Used at one path only: the file's fd stays. */
+	/* Used at one path only: the file stays (with the object of its first
+	 * path, which holds it). */
 	fx_objects_end_epoch(objs);
 	fx_objects_mark(objs, &idb, 1, sizeof(idb));
-	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 0);
-	/* Used at none: it goes, for both; mapped again at either, it is back. */
-	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	assert_int_equal(fx_objects_retire_unused(objs, fx_objects_end_epoch(objs)), 0);
+	fd = fx_objects_dup_fd(objs, idb);
+	assert_true(fd >= 0);
+	close(fd);
+	/* Used at none: both go, the fd with them; mapped again, it is back. */
+	assert_int_equal(fx_objects_retire_unused(objs, fx_objects_end_epoch(objs)), 2);
+	assert_null(fx_objects_get(objs, ida));
 	assert_int_equal(fx_objects_dup_fd(objs, ida), -1);
 	assert_int_equal(fx_objects_dup_fd(objs, idb), -1);
-	assert_int_equal(fx_objects_intern(objs, &b), idb);
-	fd = fx_objects_dup_fd(objs, ida);
+	fx_objects_get_stats(objs, &st);
+	assert_int_equal(st.fds, 0);
+	idb = fx_objects_intern(objs, &b);
+	assert_int_not_equal(idb, FX_NONE);
+	assert_string_equal(fx_objects_get(objs, idb)->path, copy);
+	fd = fx_objects_dup_fd(objs, idb);
 	assert_true(fd >= 0);
 	close(fd);
 	fx_objects_free(objs);
@@ -524,7 +583,7 @@ static void test_lost_exit_reaped(void **state)
 	fx_procs_sweep(p);
 	assert_non_null(fx_procs_find(p, 300));
 	fx_procs_mark_objects(p);
-	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 0);
+	assert_int_equal(fx_objects_retire_unused(objs, fx_objects_end_epoch(objs)), 0);
 
 	/* 40 more gone, 42 in all to look at, 8 a call: every one is found in
 	 * the 6 calls it takes to look at each once. */
@@ -546,7 +605,7 @@ static void test_lost_exit_reaped(void **state)
 
 	/* Nothing maps the library now: its fd goes with the next window. */
 	fx_procs_mark_objects(p);
-	assert_int_equal(fx_objects_close_unused(objs, fx_objects_end_epoch(objs)), 1);
+	assert_int_equal(fx_objects_retire_unused(objs, fx_objects_end_epoch(objs)), 1);
 	assert_int_equal(fx_objects_dup_fd(objs, lib_id), -1);
 	fx_procs_free(p);
 	fx_objects_free(objs);
@@ -560,7 +619,8 @@ int main(void)
 		cmocka_unit_test(test_names_keep_every_byte),
 		cmocka_unit_test(test_names_of_window),
 		cmocka_unit_test(test_mmap_splits_and_fork_exec),
-		cmocka_unit_test(test_unused_objects_close_and_reopen),
+		cmocka_unit_test(test_unused_objects_retired),
+		cmocka_unit_test(test_objects_do_not_grow),
 		cmocka_unit_test(test_one_file_two_paths),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 		cmocka_unit_test(test_lost_exit_reaped),
