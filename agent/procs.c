@@ -38,6 +38,7 @@ struct fx_procs {
 	struct table threads; /* tid -> struct fx_thread */
 	struct fx_procs_stats stats;
 	uint64_t gen;	    /* source of fx_proc.image and .generation */
+	uint64_t round;	    /* fx_procs_mark()'s, for fx_proc.used and fx_thread.used */
 	size_t reap_cursor; /* where fx_procs_reap_gone() goes on */
 };
 
@@ -92,6 +93,32 @@ static void table_remove(struct table *t, size_t i)
 	t->n--;
 }
 
+/* After a burst of processes has gone: gives back the memory of a table a
+ * quarter full or less, down to twice its entries. Left as it is when
+ * memory runs out. */
+static void table_shrink(struct table *t)
+{
+	struct fx_hashtab index = { 0 };
+	size_t cap = t->n * 2 > 64 ? t->n * 2 : 64;
+	struct table_entry *v;
+
+	if (t->cap <= 64 || t->n > t->cap / 4)
+		return;
+	if (fx_hashtab_reserve(&index, t->n, key_hash_at, t) < 0)
+		return;
+	v = realloc(t->v, cap * sizeof(*v));
+	if (!v) {
+		fx_hashtab_free(&index);
+		return;
+	}
+	t->v = v;
+	t->cap = cap;
+	for (size_t i = 0; i < t->n; i++)
+		fx_hashtab_insert(&index, fx_mix64(t->v[i].key), (uint32_t)i);
+	fx_hashtab_free(&t->index);
+	t->index = index;
+}
+
 static void table_free(struct table *t, void (*free_val)(void *))
 {
 	for (size_t i = 0; i < t->n; i++)
@@ -116,6 +143,7 @@ struct fx_procs *fx_procs_new(struct fx_objects *objs, const char *proc_root)
 	if (!p)
 		return NULL;
 	p->objs = objs;
+	p->round = 1;
 	p->proc_root = strdup(proc_root ? proc_root : "/proc");
 	if (!p->proc_root) {
 		free(p);
@@ -350,6 +378,7 @@ static struct fx_proc *new_proc(struct fx_procs *p, uint32_t pid)
 		return NULL;
 	proc->pid = pid;
 	proc->image = proc->generation = ++p->gen;
+	proc->used = p->round;
 	if (table_put(&p->procs, pid, proc) < 0) {
 		free(proc);
 		return NULL;
@@ -373,9 +402,13 @@ struct fx_proc *fx_procs_get(struct fx_procs *p, uint32_t pid)
 	struct fx_proc *proc = table_get(&p->procs, pid);
 	char path[128];
 
-	/* 0 is the idle task, -1 a task being torn down: neither is tracked. */
-	if (proc || pid == 0 || pid == UINT32_MAX)
+	if (proc) {
+		proc->used = p->round;
 		return proc;
+	}
+	/* 0 is the idle task, -1 a task being torn down: neither is tracked. */
+	if (pid == 0 || pid == UINT32_MAX)
+		return NULL;
 	proc = new_proc(p, pid);
 	if (!proc)
 		return NULL;
@@ -405,6 +438,7 @@ static struct fx_thread *new_thread(struct fx_procs *p, uint32_t pid, uint32_t t
 	t->tid = tid;
 	t->pid = pid;
 	t->exited = false;
+	t->used = p->round;
 	snprintf(t->comm, sizeof(t->comm), "%s", comm);
 	return t;
 }
@@ -415,8 +449,10 @@ struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid
 	struct fx_proc *proc;
 	char path[160], comm[FX_COMM_LEN];
 
-	if (t && t->pid == pid)
+	if (t && t->pid == pid) {
+		t->used = p->round;
 		return t;
+	}
 	if (tid == 0 || tid == UINT32_MAX)
 		return NULL;
 	proc = fx_procs_get(p, pid);
@@ -471,6 +507,7 @@ void fx_procs_on_fork(struct fx_procs *p, uint32_t pid, uint32_t ppid, uint32_t 
 	if (proc) {
 		proc->nmaps = 0;
 		proc->exited = false;
+		proc->used = p->round;
 	} else {
 		proc = new_proc(p, pid);
 		if (!proc)
@@ -519,23 +556,69 @@ bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *objec
 	return true;
 }
 
-static void sweep(struct table *t, size_t exited_off, void (*free_val)(void *))
+static bool proc_exited(const void *v, uint64_t mark)
 {
+	(void)mark;
+	return ((const struct fx_proc *)v)->exited;
+}
+
+static bool thread_exited(const void *v, uint64_t mark)
+{
+	(void)mark;
+	return ((const struct fx_thread *)v)->exited;
+}
+
+static bool proc_idle(const void *v, uint64_t mark)
+{
+	return ((const struct fx_proc *)v)->used < mark;
+}
+
+static bool thread_idle(const void *v, uint64_t mark)
+{
+	return ((const struct fx_thread *)v)->used < mark;
+}
+
+/* Drops the entries of @t that @gone says are (given @mark); returns how
+ * many. */
+static size_t sweep(struct table *t, bool (*gone)(const void *, uint64_t), uint64_t mark,
+		    void (*free_val)(void *))
+{
+	size_t n = 0;
+
 	/* Backwards: the entry moved into a hole has been looked at. */
 	for (size_t i = t->n; i-- > 0;) {
-		if (*(bool *)((char *)t->v[i].val + exited_off)) {
+		if (gone(t->v[i].val, mark)) {
 			free_val(t->v[i].val);
 			table_remove(t, i);
+			n++;
 		}
 	}
+	table_shrink(t);
+	return n;
 }
 
 void fx_procs_sweep(struct fx_procs *p)
 {
-	sweep(&p->procs, offsetof(struct fx_proc, exited), proc_free);
-	sweep(&p->threads, offsetof(struct fx_thread, exited), free);
+	sweep(&p->procs, proc_exited, 0, proc_free);
+	sweep(&p->threads, thread_exited, 0, free);
 	p->stats.procs = p->procs.n;
 	p->stats.threads = p->threads.n;
+}
+
+uint64_t fx_procs_mark(struct fx_procs *p)
+{
+	return ++p->round;
+}
+
+size_t fx_procs_drop_idle(struct fx_procs *p, uint64_t mark)
+{
+	size_t n = sweep(&p->procs, proc_idle, mark, proc_free);
+
+	p->stats.idle_procs += n;
+	p->stats.idle_threads += sweep(&p->threads, thread_idle, mark, free);
+	p->stats.procs = p->procs.n;
+	p->stats.threads = p->threads.n;
+	return n;
 }
 
 /* Marks exited the entries of @t, from entry *@cursor on, whose id is gone
@@ -664,4 +747,14 @@ void fx_procs_get_stats(const struct fx_procs *p, struct fx_procs_stats *out)
 	*out = p->stats;
 	out->procs = p->procs.n;
 	out->threads = p->threads.n;
+	out->proc_bytes = sizeof(*p) + p->procs.cap * sizeof(struct table_entry) +
+			  fx_hashtab_bytes(&p->procs.index);
+	for (size_t i = 0; i < p->procs.n; i++) {
+		const struct fx_proc *proc = p->procs.v[i].val;
+
+		out->proc_bytes += sizeof(*proc) + proc->maps_cap * sizeof(*proc->maps);
+	}
+	out->thread_bytes = p->threads.cap * sizeof(struct table_entry) +
+			    fx_hashtab_bytes(&p->threads.index) +
+			    p->threads.n * sizeof(struct fx_thread);
 }

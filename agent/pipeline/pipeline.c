@@ -173,9 +173,12 @@ static void rotate(struct fx_pipeline *p, uint64_t end)
 	struct fx_pipeline_stats *st = &p->stats;
 
 	close_windows(p, end, true);
-	/* Processes that did not run for a whole window give their Dwfl back. */
+	/* Processes that did not run for a whole window give their Dwfl back,
+	 * and their entries in the process table. */
 	fx_unwind_drop_idle(p->unwinder, p->unwind_mark);
 	p->unwind_mark = fx_unwind_mark(p->unwinder);
+	fx_procs_drop_idle(p->procs, p->procs_mark);
+	p->procs_mark = fx_procs_mark(p->procs);
 	debug_state(p, fx_procs_reap_gone(p->procs, REAP_BUDGET));
 	fx_procs_sweep(p->procs);
 	fx_targets_resolve(p);

@@ -102,6 +102,7 @@ struct fx_pipeline {
 	struct fx_unwinder *unwinder;
 	struct fx_recorder rec;
 	uint64_t unwind_mark; /* fx_unwind_mark() at the last rotation */
+	uint64_t procs_mark;  /* fx_procs_mark() at the last rotation */
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */

@@ -6,7 +6,9 @@
  * start later come from the perf side-band records (FORK, COMM, MMAP2, EXIT),
  * which the caller feeds in time order. Exited processes stay until
  * fx_procs_sweep(), so their samples can still be named when the window is
- * written.
+ * written. Processes and threads that go idle (no sample, no record for a
+ * while) are dropped by fx_procs_drop_idle() and read from /proc again if
+ * they run again: the table holds what runs, not everything that exists.
  */
 #ifndef FXAGENT_PROCS_H
 #define FXAGENT_PROCS_H
@@ -36,6 +38,7 @@ struct fx_proc {
 	/* Both from one counter of the table, so a value is never reused: */
 	uint64_t image;	     /* changes when the address space is replaced (new, fork, exec) */
 	uint64_t generation; /* changes with any change of the mappings */
+	uint64_t used;	     /* the fx_procs_mark() round of its last sample or record */
 };
 
 struct fx_thread {
@@ -43,6 +46,7 @@ struct fx_thread {
 	uint32_t pid;
 	char comm[FX_COMM_LEN];
 	bool exited;
+	uint64_t used; /* as fx_proc.used */
 };
 
 struct fx_procs_stats {
@@ -51,6 +55,12 @@ struct fx_procs_stats {
 	uint64_t proc_reads;   /* /proc/PID loads */
 	uint64_t proc_missing; /* processes gone before we could read them */
 	uint64_t reaped_gone;  /* processes found gone without an EXIT record */
+	uint64_t idle_procs;   /* processes dropped by fx_procs_drop_idle() */
+	uint64_t idle_threads; /* threads dropped by it */
+	/* Heap bytes: of the processes (entries, mappings, the table's index)
+	 * and of the threads (entries, index). */
+	uint64_t proc_bytes;
+	uint64_t thread_bytes;
 };
 
 struct fx_procs;
@@ -83,6 +93,15 @@ bool fx_procs_resolve(const struct fx_proc *proc, uint64_t addr, uint32_t *objec
 
 /* Drops processes and threads that exited. */
 void fx_procs_sweep(struct fx_procs *p);
+
+/* A mark of now, for fx_procs_drop_idle(): starts a new round. */
+uint64_t fx_procs_mark(struct fx_procs *p);
+/* Drops every process and thread with no sample or record (fx_procs_get(),
+ * fx_procs_thread() and the side-band records) since @mark: each costs
+ * about a kilobyte (its executable mappings), and a host has many more
+ * processes than run. One that runs again is read from /proc again.
+ * Returns how many processes were dropped. */
+size_t fx_procs_drop_idle(struct fx_procs *p, uint64_t mark);
 
 /* A process whose EXIT record was lost (a ring overflowed under fork churn)
  * would otherwise stay for good, and with it the fds of the binaries it

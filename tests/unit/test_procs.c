@@ -611,6 +611,56 @@ static void test_lost_exit_reaped(void **state)
 	fx_objects_free(objs);
 }
 
+/* Processes and threads with no sample or record for a whole round are
+ * dropped (and read from /proc again when they run again); a table a burst
+ * of processes grew gives its memory back once they are gone. */
+static void test_idle_dropped(void **state)
+{
+	struct fx_objects *objs = fx_objects_new(root, 16);
+	struct fx_procs *p = fx_procs_new(objs, root);
+	struct fx_procs_stats st0, st1, st;
+	uint32_t obj;
+	uint64_t off, mark;
+
+	(void)state;
+	assert_non_null(fx_procs_thread(p, 100, 101));
+	fx_procs_get_stats(p, &st0);
+	for (uint32_t pid = 1000; pid < 11000; pid++)
+		fx_procs_on_fork(p, pid, 100, pid, 101);
+	fx_procs_get_stats(p, &st1);
+	assert_int_equal(st1.procs, 10001);
+	assert_int_equal(st1.threads, 10001);
+
+	/* A round in which only 100 and its thread 101 run. */
+	mark = fx_procs_mark(p);
+	assert_non_null(fx_procs_get(p, 100));
+	assert_non_null(fx_procs_thread(p, 100, 101));
+	assert_int_equal(fx_procs_drop_idle(p, mark), 10000);
+	fx_procs_get_stats(p, &st);
+	assert_int_equal(st.procs, 1);
+	assert_int_equal(st.threads, 1);
+	assert_int_equal(st.idle_procs, 10000);
+	assert_int_equal(st.idle_threads, 10000);
+	assert_null(fx_procs_find(p, 1000));
+	assert_null(fx_procs_find_thread(p, 10999));
+	assert_non_null(fx_procs_find_thread(p, 101));
+	/* The memory of the 10000 is back, but for a small table's. */
+	assert_true(st.proc_bytes < st0.proc_bytes + 4096);
+	assert_true(st.thread_bytes < st0.thread_bytes + 4096);
+	assert_true(st1.proc_bytes > st0.proc_bytes + 10000 * sizeof(struct fx_proc));
+
+	/* Idle for a round itself: dropped, and read again when it runs. */
+	mark = fx_procs_mark(p);
+	assert_int_equal(fx_procs_drop_idle(p, mark), 1);
+	assert_null(fx_procs_find(p, 100));
+	assert_null(fx_procs_find_thread(p, 101));
+	assert_string_equal(fx_procs_thread(p, 100, 101)->comm, "worker-io");
+	assert_string_equal(fx_procs_find(p, 100)->comm, "worker");
+	assert_true(fx_procs_resolve(fx_procs_find(p, 100), 0x401000, &obj, &off));
+	fx_procs_free(p);
+	fx_objects_free(objs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -624,6 +674,7 @@ int main(void)
 		cmocka_unit_test(test_one_file_two_paths),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 		cmocka_unit_test(test_lost_exit_reaped),
+		cmocka_unit_test(test_idle_dropped),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
