@@ -258,6 +258,11 @@ size_t fx_kallsyms_count(const struct fx_kallsyms *ks)
 	return ks ? ks->n : 0;
 }
 
+size_t fx_kallsyms_bytes(const struct fx_kallsyms *ks)
+{
+	return ks ? sizeof(*ks) + ks->cap * sizeof(*ks->syms) + fx_arena_bytes(&ks->names) : 0;
+}
+
 struct fx_kallsyms *fx_kallsyms_load_system(void)
 {
 	static int warned;

@@ -21,6 +21,30 @@ static void put_label_value(FILE *f, const char *v)
 	}
 }
 
+static struct fx_metric cache_series(const char *name, const char *help, bool gauge,
+				     const struct fx_metrics_cache *c, uint64_t value)
+{
+	return (struct fx_metric){ name, help, gauge, "cache", c->name, (double)value };
+}
+
+size_t fx_metrics_caches(const struct fx_metrics_cache *c, size_t n, struct fx_metric *out)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++)
+		out[k++] = cache_series("fxagent_cache_evictions_total",
+					"Entries a cache let go: for its bound, or idle.", false,
+					&c[i], c[i].evictions);
+	for (size_t i = 0; i < n; i++)
+		out[k++] = cache_series("fxagent_cache_entries", "Entries a cache holds.", true,
+					&c[i], c[i].entries);
+	for (size_t i = 0; i < n; i++)
+		if (c[i].bytes_known)
+			out[k++] = cache_series("fxagent_cache_bytes", "Heap bytes a cache holds.",
+						true, &c[i], c[i].bytes);
+	return k;
+}
+
 int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n)
 {
 	char *text = NULL;

@@ -66,6 +66,22 @@ static void mark_objects(struct fx_pipeline *p, const struct fx_window *w)
 		fx_objects_mark(p->objs, &w->frames[0].object, w->nframes, sizeof(w->frames[0]));
 }
 
+/* The sampling thread's caches, for the metrics file. */
+static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c)
+{
+	const struct fx_dwunwind *dw = p->unwinder ? fx_unwind_dwarf(p->unwinder) : NULL;
+	struct fx_dwunwind_stats ds;
+
+	fx_procs_get_stats(p->procs, &c->procs);
+	c->unwind = dw != NULL;
+	c->unwind_evicted = p->unwind_evicted_base;
+	if (dw) {
+		fx_dwunwind_get_stats(dw, &ds);
+		c->unwind_live = ds.live;
+		c->unwind_evicted += ds.evicted + ds.idle_dropped;
+	}
+}
+
 /* Moves target @t's open window into @j; with @reopen, a fresh one takes its
  * place. Returns false when out of memory for the fresh one. */
 static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *j, bool reopen)
@@ -133,6 +149,7 @@ static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 	fx_procs_mark_objects(p->procs);
 	b->epoch = fx_objects_end_epoch(p->objs);
 	b->tot = p->tot;
+	collect_caches(p, &b->caches);
 	fx_publish_push(p->pub, b);
 }
 
@@ -263,6 +280,13 @@ static int open_sampling(struct fx_pipeline *p)
 
 static void close_sampling(struct fx_pipeline *p)
 {
+	const struct fx_dwunwind *dw = p->unwinder ? fx_unwind_dwarf(p->unwinder) : NULL;
+	struct fx_dwunwind_stats ds;
+
+	if (dw) {
+		fx_dwunwind_get_stats(dw, &ds);
+		p->unwind_evicted_base += ds.evicted + ds.idle_dropped;
+	}
 	fx_unwind_free(p->unwinder);
 	fx_sampler_free(p->sampler);
 	p->unwinder = NULL;

@@ -67,6 +67,15 @@ struct totals {
 	size_t targets, attached;
 };
 
+/* The sampling thread's caches as of a window's end, for the metrics file
+ * (the publisher cannot read them: they change under it). */
+struct sampler_caches {
+	struct fx_procs_stats procs;
+	bool unwind;		 /* DWARF unwinding: the unwinder's per-process state */
+	uint64_t unwind_live;	 /* processes whose state it holds */
+	uint64_t unwind_evicted; /* states dropped for its bound or as idle, every unwinder */
+};
+
 /* One target's closed window. */
 struct job {
 	struct target_rt *t;
@@ -85,6 +94,7 @@ struct batch {
 	uint64_t start_mono, end_mono;
 	double start_wall_ms, end_wall_ms;
 	uint64_t epoch; /* of the objects (objects.h) its windows used */
+	struct sampler_caches caches;
 	size_t njobs;
 	struct job jobs[];
 };
@@ -102,6 +112,8 @@ struct fx_pipeline {
 	struct fx_unwinder *unwinder;
 	struct fx_recorder rec;
 	uint64_t unwind_mark; /* fx_unwind_mark() at the last rotation */
+	/* Per-process states the unwinders replaced (reloads) dropped. */
+	uint64_t unwind_evicted_base;
 	uint64_t procs_mark;  /* fx_procs_mark() at the last rotation */
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */

@@ -24,6 +24,9 @@
 #include "fxagent/util.h"
 #include "pipeline_int.h"
 
+/* The caches of the metrics file (cache_figures). */
+#define MAX_CACHES 8
+
 struct publisher {
 	struct fx_pipeline *p;
 	pthread_t thread;
@@ -48,6 +51,7 @@ struct publisher {
 	struct fx_symbolizer_stats sym_base; /* counts of the symbolizers replaced */
 	struct fx_kallsyms *ks;
 	uint64_t ks_modules;
+	uint64_t ks_evicted; /* kernel symbols dropped as modules changed */
 	bool metrics_failed; /* said once */
 };
 
@@ -202,6 +206,11 @@ static void switch_symbolizer(struct publisher *pub, struct gen *g)
 				fx_symbolizer_get_stats(pub->sym, &ss);
 				pub->sym_base.lookups += ss.lookups;
 				pub->sym_base.cache_hits += ss.cache_hits;
+				pub->sym_base.trimmed += ss.trimmed;
+				pub->sym_base.evicted += ss.evicted;
+				pub->sym_base.idle_dropped += ss.idle_dropped;
+				pub->sym_base.dwarf_shed += ss.dwarf_shed;
+				pub->sym_base.results_evicted += ss.results_evicted;
 			}
 			fx_debuginfod_get_stats(pub->dbgd, &ds);
 			pub->dbgd_base.hits += ds.hits;
@@ -252,6 +261,7 @@ static void refresh_kallsyms(struct publisher *pub, const struct fx_config *cfg)
 	h = modules_hash();
 	/* Modules come and go: read the kernel's symbols again then. */
 	if (!pub->ks || h != pub->ks_modules) {
+		pub->ks_evicted += fx_kallsyms_count(pub->ks);
 		fx_kallsyms_free(pub->ks);
 		pub->ks = fx_kallsyms_load_system();
 		pub->ks_modules = h;
@@ -306,6 +316,38 @@ static void switch_sinks(struct publisher *pub, struct gen *g)
 }
 
 /* ---- status after each window ---- */
+
+/* Each cache's entries, bytes and evictions (fxagent_cache_*). */
+static size_t cache_figures(const struct publisher *pub, const struct batch *b,
+			    const struct fx_symbolizer_stats *ss, struct fx_metrics_cache *c)
+{
+	const struct fx_symbolizer_stats *sb = &pub->sym_base;
+	const struct sampler_caches *sc = &b->caches;
+	struct fx_objects_stats os;
+	size_t n = 0;
+
+	fx_objects_get_stats(pub->p->objs, &os);
+	c[n++] = (struct fx_metrics_cache){ "symbol_objects", ss->objects_held, ss->bytes, true,
+					    sb->trimmed + sb->evicted + sb->idle_dropped +
+						    ss->trimmed + ss->evicted + ss->idle_dropped };
+	c[n++] = (struct fx_metrics_cache){ "symbol_dwarf", ss->dwarf_objects, ss->dwarf_bytes,
+					    true, sb->dwarf_shed + ss->dwarf_shed };
+	c[n++] = (struct fx_metrics_cache){ "symbol_results", ss->results, ss->results_bytes, true,
+					    sb->results_evicted + ss->results_evicted };
+	c[n++] = (struct fx_metrics_cache){ "objects", os.entries, os.bytes, true, os.retired };
+	c[n++] = (struct fx_metrics_cache){ "processes", sc->procs.procs, sc->procs.proc_bytes,
+					    true, sc->procs.idle_procs };
+	c[n++] = (struct fx_metrics_cache){ "threads", sc->procs.threads, sc->procs.thread_bytes,
+					    true, sc->procs.idle_threads };
+	if (sc->unwind)
+		c[n++] = (struct fx_metrics_cache){ "unwind", sc->unwind_live, 0, false,
+						    sc->unwind_evicted };
+	if (pub->ks)
+		c[n++] = (struct fx_metrics_cache){ "kallsyms", fx_kallsyms_count(pub->ks),
+						    fx_kallsyms_bytes(pub->ks), true,
+						    pub->ks_evicted };
+	return n;
+}
 
 /* The agent's counters, for node_exporter's textfile collector. */
 static void write_metrics(struct publisher *pub, const struct batch *b,
@@ -386,10 +428,12 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		{ "fxagent_info", "The agent's version.", true, "version", FX_VERSION, 1 },
 	};
 
-	struct fx_metric all[sizeof(m) / sizeof(m[0]) + FX_MEM_NPARTS + 3];
+	struct fx_metrics_cache caches[MAX_CACHES];
+	struct fx_metric all[sizeof(m) / sizeof(m[0]) + FX_MEM_NPARTS + 3 + 3 * MAX_CACHES];
 	size_t n = sizeof(m) / sizeof(m[0]);
 
 	memcpy(all, m, sizeof(m));
+	n += fx_metrics_caches(caches, cache_figures(pub, b, &ss, caches), all + n);
 	if (ms) {
 		for (int i = 0; i < FX_MEM_NPARTS; i++)
 			all[n++] = (struct fx_metric){

@@ -34,5 +34,7 @@ int fx_kallsyms_lookup(const struct fx_kallsyms *ks, uint64_t addr, struct fx_ks
 /* Lowest text address (the kernel "image base" used for relative addresses). */
 uint64_t fx_kallsyms_base(const struct fx_kallsyms *ks);
 size_t fx_kallsyms_count(const struct fx_kallsyms *ks);
+/* Heap bytes the table holds: symbols and names. */
+size_t fx_kallsyms_bytes(const struct fx_kallsyms *ks);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct fx_metric {
 	const char *name; /* fxagent_..., [a-zA-Z_:][a-zA-Z0-9_:]* */
@@ -19,6 +20,22 @@ struct fx_metric {
 	const char *label_value;
 	double value;
 };
+
+/* One cache's figures, for fx_metrics_caches(). */
+struct fx_metrics_cache {
+	const char *name; /* the value of its cache="..." label */
+	uint64_t entries; /* held now */
+	uint64_t bytes;	  /* heap bytes held now, when bytes_known */
+	bool bytes_known;
+	uint64_t evictions; /* entries let go, so far: for the bound, or idle */
+};
+
+/* The series of @n caches into @out (room for 3 * @n): every cache's
+ * fxagent_cache_evictions_total, then every fxagent_cache_entries, then
+ * fxagent_cache_bytes of those whose bytes are known, labelled
+ * cache="<name>", each name's series together as fx_metrics_write() wants
+ * them. Returns how many were written. */
+size_t fx_metrics_caches(const struct fx_metrics_cache *c, size_t n, struct fx_metric *out);
 
 /* Writes @n metrics to @path, mode 0644 (through a fresh temporary file and
  * rename: atomic_file.h). Metrics with the same name must be adjacent: HELP

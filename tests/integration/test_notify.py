@@ -91,6 +91,17 @@ def read_metrics(path):
     return out
 
 
+def read_caches(path):
+    """{series: {cache: value}} of the fxagent_cache_* series."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'^(fxagent_cache_[a-z_]+)\{cache="([a-z_]+)"\} (\S+)$', line)
+            if m:
+                out.setdefault(m[1], {})[m[2]] = float(m[3])
+    return out
+
+
 def body(t):
     sock = os.path.join(t.work, "notify.sock")
     metrics = os.path.join(t.work, "fxagent.prom")
@@ -226,6 +237,18 @@ def body(t):
     t.check(m.get("fxagent_samples_total") == total,
             f"fxagent_samples_total {m.get('fxagent_samples_total')}, {total} in the chunks")
     t.check(m.get("fxagent_symbol_cache_hits_total", 0) > 0, "no symbol cache hits counted")
+    # Every cache: its entries and evictions, and its bytes where known.
+    caches = read_caches(metrics)
+    t.note(f"caches: {caches}")
+    every = ("symbol_objects", "symbol_dwarf", "symbol_results", "objects", "processes",
+             "threads", "unwind")
+    for series in ("fxagent_cache_entries", "fxagent_cache_evictions_total"):
+        missing = [c for c in every if c not in caches.get(series, {})]
+        t.check(not missing, f"{series}: no series for {missing}")
+    entries, nbytes = caches.get("fxagent_cache_entries", {}), caches.get("fxagent_cache_bytes", {})
+    for c in ("symbol_objects", "symbol_results", "objects", "processes", "threads"):
+        t.check(entries.get(c, 0) > 0 and nbytes.get(c, 0) > 0,
+                f"cache {c}: {entries.get(c)} entries, {nbytes.get(c)} bytes")
     t.check(not os.path.exists(metrics + ".tmp"), "the metrics file's temporary copy is left")
 
 

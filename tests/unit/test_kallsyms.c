@@ -39,6 +39,9 @@ static void test_parse_filters_and_sorts(void **state)
 	/* Text symbols only (A and D dropped), malformed lines skipped. */
 	assert_int_equal(fx_kallsyms_count(ks), 10);
 	assert_int_equal(fx_kallsyms_base(ks), 0xffffffff81000000ull);
+	/* What the metrics file reports: the table and its names. */
+	assert_true(fx_kallsyms_bytes(ks) > 10 * 3 * sizeof(uint64_t));
+	assert_int_equal(fx_kallsyms_bytes(NULL), 0);
 	fx_kallsyms_free(ks);
 }
 

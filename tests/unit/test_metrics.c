@@ -78,6 +78,37 @@ static void test_text_format(void **state)
 			    "fxagent_target_samples_total{target=\"a\\\"b\\\\c\\nd\"} 4\n");
 }
 
+/* The caches' series: one name's series together (HELP and TYPE once), a
+ * cache whose bytes are not known has no bytes series. */
+static void test_cache_series(void **state)
+{
+	const struct fx_metrics_cache c[] = {
+		{ "symbol_objects", 12, 4096, true, 3 },
+		{ "unwind", 2, 0, false, 7 },
+	};
+	struct fx_metric m[6];
+	char path[256];
+
+	(void)state;
+	assert_int_equal(fx_metrics_caches(c, 2, m), 5);
+	snprintf(path, sizeof(path), "%s/caches.prom", dir);
+	assert_int_equal(fx_metrics_write(path, m, 5), 0);
+	assert_string_equal(slurp(path),
+			    "# HELP fxagent_cache_evictions_total Entries a cache let go: for its "
+			    "bound, or idle.\n"
+			    "# TYPE fxagent_cache_evictions_total counter\n"
+			    "fxagent_cache_evictions_total{cache=\"symbol_objects\"} 3\n"
+			    "fxagent_cache_evictions_total{cache=\"unwind\"} 7\n"
+			    "# HELP fxagent_cache_entries Entries a cache holds.\n"
+			    "# TYPE fxagent_cache_entries gauge\n"
+			    "fxagent_cache_entries{cache=\"symbol_objects\"} 12\n"
+			    "fxagent_cache_entries{cache=\"unwind\"} 2\n"
+			    "# HELP fxagent_cache_bytes Heap bytes a cache holds.\n"
+			    "# TYPE fxagent_cache_bytes gauge\n"
+			    "fxagent_cache_bytes{cache=\"symbol_objects\"} 4096\n");
+	assert_int_equal(fx_metrics_caches(c, 0, m), 0);
+}
+
 /* Files in the test directory whose name says they are temporaries. */
 static int temporaries(void)
 {
@@ -157,6 +188,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_format),
+		cmocka_unit_test(test_cache_series),
 		cmocka_unit_test(test_replaced_atomically),
 		cmocka_unit_test(test_symlink_not_followed),
 		cmocka_unit_test(test_errors),
