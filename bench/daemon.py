@@ -9,9 +9,12 @@ schedstat) and RSS sampled along the run (to see that it stays flat), the
 time the sampler thread spent on each window rotation (average and maximum,
 from the agent's own stats), the chunk bytes per sample, and where the
 resident memory was at the last window (fxagent_memory_bytes{part} of the
-metrics file, and malloc's own counts).
+metrics file, and malloc's own counts), with what each cache held then
+(fxagent_cache_entries and fxagent_cache_bytes). --max-memory sets
+symbolization.max_memory (the default: the config's default).
 
 usage: bench/daemon.py [--build DIR] [--quick] [--targets N] [--duration S] [--window W]
+                       [--max-memory SIZE]
 """
 import glob
 import os
@@ -30,6 +33,8 @@ def add_args(ap):
     ap.add_argument("--duration", type=int, help="seconds (default 300 alone, 60 in run.py; "
                     "--quick 12)")
     ap.add_argument("--window", type=int, help="window seconds (default 10; --quick 3)")
+    ap.add_argument("--max-memory", help="symbolization.max_memory, as the config writes it "
+                    "(8MiB, ...; default: the config's default)")
 
 
 def cgroup2_mount():
@@ -61,6 +66,22 @@ def memory_parts(path):
     return out
 
 
+def cache_figures(path):
+    """{cache: (entries, bytes or None)} of the fxagent_cache_* series of the
+    agent's metrics file; {} without one."""
+    entries, nbytes = {}, {}
+    try:
+        with open(path) as f:
+            for line in f:
+                for name, into in (("fxagent_cache_entries{", entries),
+                                   ("fxagent_cache_bytes{", nbytes)):
+                    if line.startswith(name):
+                        into[line.split('"')[1]] = float(line.split()[-1])
+    except OSError:
+        pass
+    return {c: (n, nbytes.get(c)) for c, n in entries.items()}
+
+
 def run(ctx, a):
     dur = a.duration or (12 if ctx.quick else getattr(ctx, "daemon_seconds", 300))
     win = a.window or (3 if ctx.quick else 10)
@@ -75,7 +96,10 @@ def run(ctx, a):
         prom = os.path.join(tmp, "fxagent.prom")
         with open(cfg, "w") as f:
             f.write(f"window:\n  seconds: {win}\noutput:\n  directory: {out}\n"
-                    f"metrics:\n  textfile: {prom}\ntargets:\n")
+                    f"metrics:\n  textfile: {prom}\n")
+            if a.max_memory:
+                f.write(f"symbolization:\n  max_memory: {a.max_memory}\n")
+            f.write("targets:\n")
             for n in names:
                 f.write(f"  - name: {n}\n    cgroup: /{n}\n")
         try:
@@ -105,6 +129,7 @@ def run(ctx, a):
                         f"{(series[-1][1] - c0) / 1e9:.2f} s  rss {series[-1][2]:.1f} MiB")
             t1, c1 = time.monotonic(), fb.task_cpu_ns(ag.pid)
             mem = memory_parts(prom)
+            caches = cache_figures(prom)
             fb.stop(ag)
             drain.join()
         finally:
@@ -136,6 +161,10 @@ def run(ctx, a):
         rows.append(["memory at the last window, MiB", ", ".join(
             f"{k} {v / 1048576:.1f}" if k != "thread arenas" else f"{v} {k}"
             for k, v in mem.items())])
+    if caches:
+        rows.append(["caches at the last window: entries (MiB)", ", ".join(
+            f"{c} {n:.0f}" + (f" ({b / 1048576:.2f})" if b is not None else "")
+            for c, (n, b) in caches.items())])
     rows.append(["chunk bytes per sample", f"{nbytes / max(1, nsamples):.1f} ({nbytes} bytes, "
                  f"{nsamples} samples, {len(chunks)} chunks)"])
     rot = float(m.group(6)) / 1000 if m else None
@@ -146,7 +175,9 @@ def run(ctx, a):
             f"({fb.aim(rot is not None and rot < 1, fb.f(rot, '{:.2f} ms at most'))}).", ""]
     lines = ["### Cgroup targets", "",
              f"`bench/daemon.py`: the agent with {a.targets} `cgroup:` targets, one "
-             f"`fx-bench-work` in each (every CPU busy), {win} s windows, for {dur} s.", ""]
+             f"`fx-bench-work` in each (every CPU busy), {win} s windows, for {dur} s"
+             + (f", symbolization.max_memory {a.max_memory}" if a.max_memory else "") + ".",
+             ""]
     return lines + fb.table(["figure", "value"], rows) + aims
 
 

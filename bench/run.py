@@ -16,12 +16,13 @@ Sections, in order (each also runs alone as `python3 bench/<name>.py`):
              cold and warm against an older build's (--compare-build DIR),
              names grouped by FDE, the FDE tables' memory
   daemon     10 cgroup targets in daemon mode
+  perproc    the memory each busy process adds (1, 10, 100 in one cgroup target)
   stackcopy  the share of whole stacks at each sampling.stack_bytes (2048 to
              32768) on fx-bench-work, python3 and the test workloads
   upload     window end to chunk acknowledged by a loopback nginx
 
-The default takes about 33 minutes on 2 vCPUs (overhead and output 17,
-scale 6, symbolize 3-4, stripped 0.2, daemon 1, stackcopy 3, upload 1.5);
+The default takes about 35 minutes on 2 vCPUs (overhead and output 17,
+scale 6, symbolize 3-4, stripped 0.2, daemon 1, perproc 2, stackcopy 3, upload 1.5);
 --quick about 3-4 minutes (figures too rough to quote). Needs root, perf, elfutils, binutils, nginx,
 libc6-dbg and cupt-dbg (for a C++ library with DWARF).
 
@@ -38,6 +39,7 @@ import daemon  # noqa: E402
 import fxbench as fb  # noqa: E402
 import output  # noqa: E402
 import overhead  # noqa: E402
+import perproc  # noqa: E402
 import rate  # noqa: E402
 import scale  # noqa: E402
 import stackcopy  # noqa: E402
@@ -47,8 +49,8 @@ import upload  # noqa: E402
 import view  # noqa: E402
 
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
-            "stripped": stripped, "daemon": daemon, "stackcopy": stackcopy, "upload": upload,
-            "view": view, "rate": rate}
+            "stripped": stripped, "daemon": daemon, "perproc": perproc,
+            "stackcopy": stackcopy, "upload": upload, "view": view, "rate": rate}
 
 INTRO = """## Performance
 

@@ -20,7 +20,10 @@ overflowed) and the longest rotation pause of the sampling thread (wall clock,
 and its CPU time: with more busy processes than CPUs the agent waits for a
 CPU like everyone else).
 
-usage: bench/scale.py [--build DIR] [--quick] [--seconds T] [--window W]
+--only N,... runs only those scenarios (1-based, in the order above), and
+then also prints the steady RSS each busy process added.
+
+usage: bench/scale.py [--build DIR] [--quick] [--seconds T] [--window W] [--only N,...]
 """
 import glob
 import os
@@ -44,6 +47,8 @@ CHURN_EXTRA = 1
 def add_args(ap):
     ap.add_argument("--seconds", type=int, help="per scenario (default 60; --quick 12)")
     ap.add_argument("--window", type=int, help="window seconds (default 10; --quick 3)")
+    ap.add_argument("--only", help="scenarios to run, 1-based (1,2,3: 1, 10, 100 busy "
+                    "processes); default all")
 
 
 def scenarios(ctx, t):
@@ -123,7 +128,11 @@ def run(ctx, a):
     fb.need_root()
     rows, got = [], []
     churn_note = ""
-    for name, make in scenarios(ctx, t):
+    todo = list(enumerate(scenarios(ctx, t), 1))
+    if getattr(a, "only", None):
+        want = {int(x) for x in a.only.split(",")}
+        todo = [(i, s) for i, s in todo if i in want]
+    for _, (name, make) in todo:
         with tempfile.TemporaryDirectory(prefix="fxbench-") as tmp:
             r = run_one(ctx, make, t, w, tmp)
         ctx.log(f"scale: {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.items()
@@ -150,6 +159,15 @@ def run(ctx, a):
                        "processes unwound (cached)", "chunk bytes per sample",
                        "truncated stacks", "lost samples (all windows)",
                        "longest rotation pause: wall / CPU"], rows)
+    if len(got) < 5:
+        # Some scenarios only: the busy-process ones, and what each process added.
+        busy = {1: 1, 2: 10, 3: 100}
+        pts = [(busy[i], r["steady_mib"]) for (i, _), r in zip(todo, got) if i in busy]
+        if len(pts) >= 2:
+            (n0, m0), (n1, m1) = pts[0], pts[-1]
+            lines += [f"Steady RSS grew by {(m1 - m0) * 1024 / (n1 - n0):.0f} KiB per busy "
+                      f"process from {n0} to {n1}.", ""]
+        return lines
     one, ten, hundred, paths = got[:4]
     lines += [f"From 1 to 100 busy processes the agent's CPU went from {one['cpu_med']:.2f}% "
               f"to {hundred['cpu_med']:.2f}% of one CPU and its steady RSS from "
