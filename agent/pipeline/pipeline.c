@@ -71,14 +71,20 @@ static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c
 {
 	const struct fx_dwunwind *dw = p->unwinder ? fx_unwind_dwarf(p->unwinder) : NULL;
 	struct fx_dwunwind_stats ds;
+	struct fx_cfitab_stats ts;
 
 	fx_procs_get_stats(p->procs, &c->procs);
 	c->unwind = dw != NULL;
 	c->unwind_evicted = p->unwind_evicted_base;
+	c->cfi_evicted = p->cfi_evicted_base;
 	if (dw) {
 		fx_dwunwind_get_stats(dw, &ds);
+		fx_dwunwind_table_stats(dw, &ts);
 		c->unwind_live = ds.live;
 		c->unwind_evicted += ds.evicted + ds.idle_dropped;
+		c->cfi_tables = ts.objects;
+		c->cfi_bytes = ts.bytes;
+		c->cfi_evicted += ts.evicted + ts.idle_dropped;
 	}
 }
 
@@ -282,10 +288,13 @@ static void close_sampling(struct fx_pipeline *p)
 {
 	const struct fx_dwunwind *dw = p->unwinder ? fx_unwind_dwarf(p->unwinder) : NULL;
 	struct fx_dwunwind_stats ds;
+	struct fx_cfitab_stats ts;
 
 	if (dw) {
 		fx_dwunwind_get_stats(dw, &ds);
+		fx_dwunwind_table_stats(dw, &ts);
 		p->unwind_evicted_base += ds.evicted + ds.idle_dropped;
+		p->cfi_evicted_base += ts.evicted + ts.idle_dropped;
 	}
 	fx_unwind_free(p->unwinder);
 	fx_sampler_free(p->sampler);

@@ -74,6 +74,8 @@ struct sampler_caches {
 	bool unwind;		 /* DWARF unwinding: the unwinder's per-process state */
 	uint64_t unwind_live;	 /* processes whose state it holds */
 	uint64_t unwind_evicted; /* states dropped for its bound or as idle, every unwinder */
+	/* Its compiled CFI tables (cfitab.h): held, bytes, dropped. */
+	uint64_t cfi_tables, cfi_bytes, cfi_evicted;
 };
 
 /* One target's closed window. */
@@ -112,8 +114,9 @@ struct fx_pipeline {
 	struct fx_unwinder *unwinder;
 	struct fx_recorder rec;
 	uint64_t unwind_mark; /* fx_unwind_mark() at the last rotation */
-	/* Per-process states the unwinders replaced (reloads) dropped. */
-	uint64_t unwind_evicted_base;
+	/* Per-process states and CFI tables the unwinders replaced (reloads)
+	 * dropped. */
+	uint64_t unwind_evicted_base, cfi_evicted_base;
 	uint64_t procs_mark;  /* fx_procs_mark() at the last rotation */
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */

@@ -25,7 +25,7 @@
 #include "pipeline_int.h"
 
 /* The caches of the metrics file (cache_figures). */
-#define MAX_CACHES 8
+#define MAX_CACHES 9
 
 struct publisher {
 	struct fx_pipeline *p;
@@ -339,9 +339,12 @@ static size_t cache_figures(const struct publisher *pub, const struct batch *b,
 					    true, sc->procs.idle_procs };
 	c[n++] = (struct fx_metrics_cache){ "threads", sc->procs.threads, sc->procs.thread_bytes,
 					    true, sc->procs.idle_threads };
-	if (sc->unwind)
+	if (sc->unwind) {
 		c[n++] = (struct fx_metrics_cache){ "unwind", sc->unwind_live, 0, false,
 						    sc->unwind_evicted };
+		c[n++] = (struct fx_metrics_cache){ "cfi_tables", sc->cfi_tables, sc->cfi_bytes,
+						    true, sc->cfi_evicted };
+	}
 	if (pub->ks)
 		c[n++] = (struct fx_metrics_cache){ "kallsyms", fx_kallsyms_count(pub->ks),
 						    fx_kallsyms_bytes(pub->ks), true,

@@ -241,12 +241,13 @@ def body(t):
     caches = read_caches(metrics)
     t.note(f"caches: {caches}")
     every = ("symbol_objects", "symbol_dwarf", "symbol_results", "objects", "processes",
-             "threads", "unwind")
+             "threads", "unwind", "cfi_tables")
     for series in ("fxagent_cache_entries", "fxagent_cache_evictions_total"):
         missing = [c for c in every if c not in caches.get(series, {})]
         t.check(not missing, f"{series}: no series for {missing}")
     entries, nbytes = caches.get("fxagent_cache_entries", {}), caches.get("fxagent_cache_bytes", {})
-    for c in ("symbol_objects", "symbol_results", "objects", "processes", "threads"):
+    for c in ("symbol_objects", "symbol_results", "objects", "processes", "threads",
+              "cfi_tables"):
         t.check(entries.get(c, 0) > 0 and nbytes.get(c, 0) > 0,
                 f"cache {c}: {entries.get(c)} entries, {nbytes.get(c)} bytes")
     t.check(not os.path.exists(metrics + ".tmp"), "the metrics file's temporary copy is left")
