@@ -336,8 +336,10 @@ static struct table *table_build(uint32_t file, int fd)
 	if (!tb->nloads)
 		goto fail;
 	tb->base = min & ~(page - 1);
-	if (fx_elf_read_fdes(tb->elf, fd, tb->base, MAX_FUNCS, &fdes) < 0)
+	if (fx_elf_read_fdes(tb->elf, fd, tb->base, MAX_FUNCS, &fdes) < 0 || !fdes.n) {
+		free(fdes.starts);
 		goto fail;
+	}
 	tb->starts = fdes.starts;
 	tb->nfns = fdes.n;
 	tb->end = (uint32_t)(fdes.last_end - tb->base);
