@@ -357,7 +357,11 @@ int view_write_json(const struct merge *m, struct fx_json *j)
 
 		while (next < m->nsamples && m->samples[next].track == t)
 			next++;
-		write_thread(m, r, carrier, m->samples + first, next - first, j);
+		/* A track may have no sample left (all cut by --since): no
+		 * samples at all leaves m->samples NULL, and NULL + 0 is
+		 * undefined behaviour. */
+		write_thread(m, r, carrier, m->samples ? m->samples + first : NULL, next - first,
+			     j);
 	}
 	fx_json_array_end(j);
 	fx_json_key_raw(j, "pages", "[]");
