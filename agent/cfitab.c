@@ -21,6 +21,11 @@
 #define MAX_LOADS 8
 /* Functions an object may list (a table is 12 bytes a function). */
 #define MAX_FUNCS (1u << 22)
+/* Rows compiled for one function. libdw runs a function's CFA program from
+ * its start for each row, so a crafted binary's function of a million rows
+ * would hold the sampling thread for minutes; past this the rest of the
+ * function is libdwfl's. Debian's largest: 366 rows (perl). */
+#define MAX_FN_ROWS 1024
 
 /* One row: from @start (relative to the table's base) on, @rule. */
 struct row {
@@ -279,6 +284,11 @@ static int compile_fn(struct fx_cfitab *t, struct table *tb, size_t i)
 		Dwarf_Addr s, e;
 		uint32_t rule = RULE_NONE;
 
+		if (tb->nrows - first >= MAX_FN_ROWS) {
+			t->stats.row_capped++;
+			ret = push_row(t, tb, (uint32_t)(at - tb->base), RULE_NONE);
+			break;
+		}
 		if (dwarf_cfi_addrframe(tb->cfi, at, &f) != 0) {
 			ret = push_row(t, tb, (uint32_t)(at - tb->base), RULE_NONE);
 			break;

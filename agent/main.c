@@ -513,10 +513,12 @@ static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec
 		fx_info("stats: unwound by tables %" PRIu64 ", by libdwfl %" PRIu64
 			" (no mapping %" PRIu64 ", no table %" PRIu64 ", no rule %" PRIu64
 			", register %" PRIu64 "); tables: peak %.1f KiB, functions %" PRIu64
-			", rows %" PRIu64 ", compiled in %.1f ms, objects without %" PRIu64,
+			", rows %" PRIu64 ", compiled in %.1f ms, objects without %" PRIu64
+			", functions cut at the row bound %" PRIu64,
 			ds.by_tables, ds.by_libdwfl, ds.left_no_map, ds.left_no_table,
 			ds.left_no_rule, ds.left_register, (double)ts.peak_bytes / 1024.0,
-			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table);
+			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table,
+			ts.row_capped);
 		if (ds.check_samples)
 			fx_info("stats: unwind check: %" PRIu64 " of %" PRIu64
 				" samples the same as libdwfl's, %" PRIu64 " of %" PRIu64

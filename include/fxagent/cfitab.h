@@ -60,6 +60,7 @@ struct fx_cfitab_stats {
 	uint64_t functions;    /* functions compiled (since start) */
 	uint64_t rows;	       /* rows compiled (since start) */
 	uint64_t no_table;     /* objects without a table (no .eh_frame_hdr, unreadable) */
+	uint64_t row_capped;   /* functions cut at the row bound (cfitab.c), the rest libdwfl's */
 	uint64_t evicted;      /* tables dropped for the byte bound */
 	uint64_t idle_dropped; /* tables dropped by fx_cfitab_drop_idle() */
 	uint64_t compile_ns;   /* time spent compiling */
