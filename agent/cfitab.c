@@ -21,10 +21,12 @@
 #define MAX_LOADS 8
 /* Functions an object may list (a table is 12 bytes a function). */
 #define MAX_FUNCS (1u << 22)
-/* Rows compiled for one function. libdw runs a function's CFA program from
- * its start for each row, so a crafted binary's function of a million rows
- * would hold the sampling thread for minutes; past this the rest of the
- * function is libdwfl's. Debian's largest: 366 rows (perl). */
+/* Rows of one function asked of libdw. libdw runs a function's CFA program
+ * from its start for each row, so a crafted binary's function of a million
+ * rows would hold the sampling thread for minutes; past this the rest of the
+ * function is libdwfl's. Counted before equal rows are merged, so rows that
+ * differ only in registers the rules leave out count too. Debian's largest:
+ * 366 rows (perl). */
 #define MAX_FN_ROWS 1024
 
 /* One row: from @start (relative to the table's base) on, @rule. */
@@ -274,7 +276,7 @@ static int compile_fn(struct fx_cfitab *t, struct table *tb, size_t i)
 	uint64_t lo = tb->base + tb->starts[i];
 	uint64_t hi = tb->base + (i + 1 < tb->nfns ? tb->starts[i + 1] : tb->end);
 	uint64_t at = lo;
-	size_t first = tb->nrows;
+	size_t first = tb->nrows, asked = 0;
 	struct timespec t0, t1;
 	int ret = 0;
 
@@ -284,7 +286,7 @@ static int compile_fn(struct fx_cfitab *t, struct table *tb, size_t i)
 		Dwarf_Addr s, e;
 		uint32_t rule = RULE_NONE;
 
-		if (tb->nrows - first >= MAX_FN_ROWS) {
+		if (asked++ == MAX_FN_ROWS) {
 			t->stats.row_capped++;
 			ret = push_row(t, tb, (uint32_t)(at - tb->base), RULE_NONE);
 			break;
