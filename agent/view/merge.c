@@ -180,6 +180,13 @@ static uint32_t str_of(struct merge *m, const struct vchunk *c, struct vstr s)
 	return strtab_add(&m->strs, vstr_at(c, s), s.len);
 }
 
+/* A count from a chunk (another host's number) as an integer: a value past
+ * int64's range does not convert (fuzz_view); such a count is 0. */
+static int64_t count_of(double d)
+{
+	return d > -9.2e18 && d < 9.2e18 ? (int64_t)d : 0;
+}
+
 static uint64_t bits(double d)
 {
 	uint64_t u;
@@ -508,7 +515,7 @@ static int add_lost_markers(struct merge *m, const struct vchunk *c, const struc
 						      .target = target,
 						      .start = at,
 						      .end = at,
-						      .count = (int64_t)count }) < 0)
+						      .count = count_of(count) }) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -537,18 +544,15 @@ int merge_add(struct merge *m, const struct vchunk *c)
 					      (uint32_t)win[1]);
 	}
 	if (rc == 0)
-		rc = push_marker(
-			m,
-			&(struct mmarker){
-				.type = MM_WINDOW,
-				.host = (uint32_t)win[0],
-				.target = (uint32_t)win[1],
-				.start = c->window_start,
-				.end = c->window_end,
-				.seq = isfinite(c->seq) ? (int64_t)c->seq : 0,
-				.count = isfinite(c->samples) ? (int64_t)c->samples : 0,
-				.lost = isfinite(c->lost) ? (int64_t)c->lost : 0,
-				.truncated = isfinite(c->truncated) ? (int64_t)c->truncated : 0 });
+		rc = push_marker(m, &(struct mmarker){ .type = MM_WINDOW,
+						       .host = (uint32_t)win[0],
+						       .target = (uint32_t)win[1],
+						       .start = c->window_start,
+						       .end = c->window_end,
+						       .seq = count_of(c->seq),
+						       .count = count_of(c->samples),
+						       .lost = count_of(c->lost),
+						       .truncated = count_of(c->truncated) });
 	if (rc < 0)
 		return rc;
 	if (!m->interval || c->interval < m->interval)
@@ -649,8 +653,8 @@ static int add_gaps(struct merge *m)
 					   .target = (uint32_t)a[1],
 					   .start = ae,
 					   .end = bs,
-					   .count = len > 0 ? (int64_t)lround(
-								      fmax(1.0, (bs - ae) / len))
+					   .count = len > 0 ? count_of(round(
+								      fmax(1.0, (bs - ae) / len)))
 							    : 0,
 				   }) < 0) {
 			free(w);

@@ -82,6 +82,10 @@ __attribute__((format(printf, 3, 4))) static int fail(struct parse *p, int err, 
 		va_start(ap, fmt);
 		vsnprintf(p->why, p->why_size, fmt, ap);
 		va_end(ap);
+		/* One line: a key of the chunk it quotes may hold any byte. */
+		for (char *c = p->why; p->why_size && *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
 		p->err = err;
 	}
 	return 0;

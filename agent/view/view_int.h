@@ -117,7 +117,9 @@ void vchunk_free(struct vchunk *c);
 
 static inline const char *vstr_at(const struct vchunk *c, struct vstr s)
 {
-	return c->text + s.off;
+	/* A chunk without a string (all its keys missing) has no text yet:
+	 * NULL + 0 is undefined behaviour (fuzz_view). */
+	return c->text ? c->text + s.off : "";
 }
 
 /* Called once the chunk's meta has been read: returns true to read on,

@@ -179,9 +179,17 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	fx_json_object_end(j);
 }
 
+/* Seconds of @ms for gmtime_r(): a chunk's times are other hosts' numbers,
+ * and a double past time_t's range does not convert (fuzz_view); such a time
+ * shows as 1970. The last second of the year 9999 bounds it. */
+static time_t secs_of(double ms)
+{
+	return ms >= 0 && ms < 253402300800000.0 ? (time_t)(ms / 1000) : 0;
+}
+
 static void wallclock(double start_ms, double end_ms, char *buf, size_t size)
 {
-	time_t a = (time_t)(start_ms / 1000), b = (time_t)(end_ms / 1000);
+	time_t a = secs_of(start_ms), b = secs_of(end_ms);
 	struct tm ta, tb;
 	char sa[32], sb[16];
 
