@@ -62,17 +62,19 @@ static int fde_result(struct object *o, uint64_t offset, uint64_t svma, const st
 		      struct fx_sym_result *r)
 {
 	const struct fx_sym_frame *fr;
+	uint64_t start_off;
 
 	if (svma - fde->start > offset)
 		return fallback(o, offset, r);
-	if (o->fde_frame && o->fde_frame_start == fde->start) {
+	start_off = offset - (svma - fde->start);
+	if (o->fde_frame && o->fde_frame_off == start_off) {
 		fr = o->fde_frame;
 	} else {
-		fr = fallback_frame(o, o->base_name, offset - (svma - fde->start));
+		fr = fallback_frame(o, o->base_name, start_off);
 		if (!fr)
 			return -ENOMEM;
 		o->fde_frame = fr;
-		o->fde_frame_start = fde->start;
+		o->fde_frame_off = start_off;
 	}
 	r->sym_name = fr->name;
 	r->sym_addr = fde->start - o->base;

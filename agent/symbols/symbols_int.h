@@ -128,7 +128,9 @@ struct object {
 	uint64_t fde_last_end; /* SVMA */
 	/* The frame last made for a function of the table (in res_mem): the
 	 * addresses of a batch come sorted, so the next is often in it too. */
-	uint64_t fde_frame_start;
+	/* the last FDE name made, keyed by the function's file offset: two
+	 * segments may map different offsets to the same address */
+	uint64_t fde_frame_off;
 	const struct fx_sym_frame *fde_frame;
 	/* PLT stubs: slot i at plt_start + 16 i, named plt_names[i] (NULL:
 	 * not a JUMP_SLOT), in the string arena. */
