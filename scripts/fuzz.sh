@@ -7,7 +7,10 @@
 #
 # Environment: FX_FUZZ_BUILD (build directory, default build-fuzz/ in the
 # repository), FX_FUZZ_TARGETS (default "config record symbolize json chunk view"),
-# CC (default clang-14, else clang).
+# CC (default clang-14, else clang), FX_FUZZ_SEED: when set, each target runs
+# a fixed number of inputs (about 40 s each on a 2-CPU machine) from that
+# seed instead of SECONDS from a random one, so that a result repeats on any
+# machine: CI's gate (scripts/test.sh). Without it the fuzzing explores.
 # Exit status 0 when no target crashed, leaked, timed out, ran out of memory
 # or tripped a sanitizer; else 1, after printing each failing input's path
 # and base64 (decode it into tests/fuzz/regressions/<target>/ to keep it).
@@ -42,6 +45,25 @@ max_len() {
 	esac
 }
 
+# Inputs run per target with FX_FUZZ_SEED: about 40 s each at the speed
+# measured on CI's machine kind (2 CPUs, Debian 12).
+fixed_runs() {
+	case $1 in
+	config) echo 50000 ;;
+	record) echo 4000000 ;;
+	symbolize) echo 250000 ;;
+	json) echo 40000 ;;
+	chunk) echo 2000000 ;;
+	view) echo 3000000 ;;
+	*) echo 100000 ;;
+	esac
+}
+seed=${FX_FUZZ_SEED:-}
+if [ -n "$seed" ] && ! [[ $seed =~ ^[0-9]+$ ]]; then
+	echo "fuzz.sh: FX_FUZZ_SEED must be a number" >&2
+	exit 2
+fi
+
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -DFX_FUZZ=ON -DBUILD_TESTING=OFF \
 	-DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/cmake.log" 2>&1 ||
@@ -65,9 +87,16 @@ for t in $targets; do
 		find "$d" -maxdepth 1 -type f ! -name '.*' ! -name 'README*' \
 			-exec cp -t "$work/corpus" {} +
 	done
-	echo "== fuzz_$t: $secs s, $(find "$work/corpus" -type f | wc -l) seeds, log $work/log"
+	if [ -n "$seed" ]; then
+		budget=(-seed="$seed" -runs="$(fixed_runs "$t")")
+		what="$(fixed_runs "$t") runs from seed $seed"
+	else
+		budget=(-max_total_time="$secs")
+		what="$secs s"
+	fi
+	echo "== fuzz_$t: $what, $(find "$work/corpus" -type f | wc -l) seeds, log $work/log"
 	rc=0
-	(cd "$work" && "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" \
+	(cd "$work" && "$build/tests/fuzz/fuzz_$t" "${budget[@]}" \
 		-max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 \
 		-artifact_prefix="$work/artifacts/" -print_final_stats=1 corpus) \
 		>"$work/log" 2>&1 || rc=$?
