@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/kallsyms.h"
-#include "fxagent/arena.h"
 #include "fxagent/log.h"
 #include "fxagent/search.h"
 
@@ -8,24 +7,49 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* A kernel has a few hundred thousand text symbols; stop well above that so a
  * bogus input file cannot take all memory. */
 #define KSYMS_MAX (1u << 23)
-#define ARENA_MAX ((size_t)1 << 30)
+#define NAMES_MAX ((size_t)1 << 30)
+#define NO_MODULE UINT32_MAX
 
+/* One symbol while parsing. */
 struct ksym {
 	uint64_t start;
-	const char *name;   /* in the arena */
-	const char *module; /* in the arena; NULL for the core kernel */
-	uint32_t rank;	    /* local bit | input index: among equal starts, lower is preferred */
+	uint32_t name;	 /* offset in the parse's names */
+	uint32_t module; /* index in modules, NO_MODULE for the core kernel */
+	uint32_t rank;	 /* local bit | input index: among equal starts, lower is preferred */
+};
+
+/* Symbols [first, next span's first) belong to one module (or none). */
+struct span {
+	uint64_t first;
+	uint32_t module;
 };
 
 struct fx_kallsyms {
+	uint64_t *start; /* n, sorted, distinct */
+	size_t n;
+	uint32_t *block_at; /* n_blocks + 1 offsets in z */
+	uint8_t *z;	    /* each block: its names, NUL-terminated, compress()ed */
+	size_t n_blocks;
+	struct span *spans;
+	size_t n_spans;
+	char **modules;
+	size_t n_modules;
+	uint64_t base;
+};
+
+/* The parse's growing state. */
+struct parse {
 	struct ksym *syms;
 	size_t n, cap;
-	struct fx_arena names; /* names and module names, capped at ARENA_MAX */
-	uint64_t base;
+	char *names;
+	size_t names_len, names_cap;
+	char **modules;
+	size_t n_modules, cap_modules;
 };
 
 /* Splits one line into its fields. Returns false for a malformed line. */
@@ -85,61 +109,179 @@ static int cmp_ksym(const void *a, const void *b)
 	return 0;
 }
 
-/* A copy of @s (@len bytes) in the names arena: -E2BIG past its cap. */
-static int arena_add(struct fx_kallsyms *ks, const char *s, size_t len, const char **out)
+static int grow(void **p, size_t *cap, size_t need, size_t size, size_t first)
 {
-	*out = fx_arena_strndup(&ks->names, s, len);
-	return *out ? 0 : -errno;
+	size_t c = *cap ? *cap : first;
+	void *q;
+
+	while (c < need)
+		c *= 2;
+	if (c == *cap)
+		return 0;
+	q = realloc(*p, c * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = c;
+	return 0;
 }
 
-static int add_sym(struct fx_kallsyms *ks, uint64_t addr, char type, const char *name,
-		   size_t name_len, const char *mod, size_t mod_len, const char **last_mod)
+/* @len bytes of @s and a NUL at the end of the parse's names. */
+static int add_name(struct parse *ps, const char *s, size_t len, uint32_t *at)
+{
+	if (ps->names_len + len + 1 > NAMES_MAX)
+		return -E2BIG;
+	if (grow((void **)&ps->names, &ps->names_cap, ps->names_len + len + 1, 1, 1 << 16))
+		return -ENOMEM;
+	memcpy(ps->names + ps->names_len, s, len);
+	ps->names[ps->names_len + len] = '\0';
+	*at = (uint32_t)ps->names_len;
+	ps->names_len += len + 1;
+	return 0;
+}
+
+/* The index of module @mod: symbols of one module are contiguous, so the
+ * last one is tried first. */
+static int module_index(struct parse *ps, const char *mod, size_t len, uint32_t *out)
+{
+	size_t i = ps->n_modules;
+	char *m;
+
+	while (i-- > 0) {
+		if (strlen(ps->modules[i]) == len && memcmp(ps->modules[i], mod, len) == 0) {
+			*out = (uint32_t)i;
+			return 0;
+		}
+		if (i + 8 < ps->n_modules) /* a module seen long ago: a new entry is fine */
+			break;
+	}
+	if (ps->n_modules >= KSYMS_MAX)
+		return -E2BIG;
+	if (grow((void **)&ps->modules, &ps->cap_modules, ps->n_modules + 1, sizeof(char *), 16))
+		return -ENOMEM;
+	m = strndup(mod, len);
+	if (!m)
+		return -ENOMEM;
+	ps->modules[ps->n_modules] = m;
+	*out = (uint32_t)ps->n_modules++;
+	return 0;
+}
+
+static int add_sym(struct parse *ps, uint64_t addr, char type, const char *name, size_t name_len,
+		   const char *mod, size_t mod_len)
 {
 	struct ksym *s;
 	int ret;
 
-	if (ks->n == ks->cap) {
-		size_t cap = ks->cap ? ks->cap * 2 : 4096;
-		struct ksym *p;
-
-		if (ks->n >= KSYMS_MAX)
-			return -E2BIG;
-		p = realloc(ks->syms, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		ks->syms = p;
-		ks->cap = cap;
-	}
-	s = &ks->syms[ks->n];
+	if (ps->n >= KSYMS_MAX)
+		return -E2BIG;
+	if (grow((void **)&ps->syms, &ps->cap, ps->n + 1, sizeof(*ps->syms), 4096))
+		return -ENOMEM;
+	s = &ps->syms[ps->n];
 	s->start = addr;
 	/* Among aliases prefer global over local; the input order breaks ties. */
-	s->rank = (uint32_t)ks->n | ((type == 'T' || type == 'W') ? 0 : 0x80000000u);
-	ret = arena_add(ks, name, name_len, &s->name);
+	s->rank = (uint32_t)ps->n | ((type == 'T' || type == 'W') ? 0 : 0x80000000u);
+	s->module = NO_MODULE;
+	ret = add_name(ps, name, name_len, &s->name);
+	if (!ret && mod)
+		ret = module_index(ps, mod, mod_len, &s->module);
 	if (ret)
 		return ret;
-	s->module = NULL;
-	if (mod) {
-		/* Symbols of one module are contiguous: share its name with the last one. */
-		if (*last_mod && strlen(*last_mod) == mod_len &&
-		    memcmp(*last_mod, mod, mod_len) == 0) {
-			s->module = *last_mod;
-		} else {
-			ret = arena_add(ks, mod, mod_len, &s->module);
-			if (ret)
-				return ret;
-			*last_mod = s->module;
+	ps->n++;
+	return 0;
+}
+
+/* The sorted symbols of @ps, aliases dropped, as @ks's table: addresses,
+ * module spans and the names compressed a block at a time. */
+static int build(struct fx_kallsyms *ks, struct parse *ps)
+{
+	char *block = NULL;
+	size_t z_cap = 0, z_len = 0, spans_cap = 0, i, k = 0;
+	int ret = -ENOMEM;
+
+	if (ps->n)
+		qsort(ps->syms, ps->n, sizeof(*ps->syms), cmp_ksym);
+	for (i = 0; i < ps->n; i++) {
+		/* Sorted by rank within a start: the first is the preferred name. */
+		if (k && ps->syms[k - 1].start == ps->syms[i].start)
+			continue;
+		ps->syms[k++] = ps->syms[i];
+	}
+	ks->n = k;
+	ks->n_blocks = (k + FX_KSYM_BLOCK_NAMES - 1) / FX_KSYM_BLOCK_NAMES;
+	ks->start = malloc((k ? k : 1) * sizeof(*ks->start));
+	ks->block_at = malloc((ks->n_blocks + 1) * sizeof(*ks->block_at));
+	block = malloc(FX_KSYM_BLOCK_NAMES * FX_KSYM_NAME_MAX);
+	if (!ks->start || !ks->block_at || !block)
+		goto out;
+	for (i = 0; i < k; i++) {
+		ks->start[i] = ps->syms[i].start;
+		if (i == 0 || ps->syms[i].module != ps->syms[i - 1].module) {
+			if (grow((void **)&ks->spans, &spans_cap, ks->n_spans + 1,
+				 sizeof(*ks->spans), 8))
+				goto out;
+			ks->spans[ks->n_spans++] = (struct span){ i, ps->syms[i].module };
 		}
 	}
-	ks->n++;
-	return 0;
+	for (size_t b = 0; b < ks->n_blocks; b++) {
+		size_t len = 0, end = (b + 1) * FX_KSYM_BLOCK_NAMES;
+		uLongf zl;
+
+		if (end > k)
+			end = k;
+		for (i = b * FX_KSYM_BLOCK_NAMES; i < end; i++) {
+			const char *n = ps->names + ps->syms[i].name;
+			size_t l = strlen(n) + 1;
+
+			memcpy(block + len, n, l);
+			len += l;
+		}
+		zl = compressBound(len);
+		if (z_len + zl > UINT32_MAX) {
+			ret = -E2BIG;
+			goto out;
+		}
+		if (grow((void **)&ks->z, &z_cap, z_len + zl, 1, 1 << 16))
+			goto out;
+		if (compress2(ks->z + z_len, &zl, (const Bytef *)block, len,
+			      Z_DEFAULT_COMPRESSION) != Z_OK)
+			goto out;
+		ks->block_at[b] = (uint32_t)z_len;
+		z_len += zl;
+	}
+	ks->block_at[ks->n_blocks] = (uint32_t)z_len;
+	/* The exact sizes: the table lives as long as the modules do. */
+	if (z_len) {
+		uint8_t *z = realloc(ks->z, z_len);
+
+		if (z)
+			ks->z = z;
+	}
+	ks->modules = ps->modules;
+	ks->n_modules = ps->n_modules;
+	ps->modules = NULL;
+	ps->n_modules = 0;
+	ret = 0;
+out:
+	free(block);
+	return ret;
+}
+
+static void parse_free(struct parse *ps)
+{
+	for (size_t i = 0; i < ps->n_modules; i++)
+		free(ps->modules[i]);
+	free(ps->modules);
+	free(ps->syms);
+	free(ps->names);
 }
 
 struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 {
 	struct fx_kallsyms *ks;
+	struct parse ps = { 0 };
 	char *line = NULL;
-	size_t line_cap = 0, i, skipped = 0;
-	const char *last_mod = NULL;
+	size_t line_cap = 0, skipped = 0;
 	bool any_nonzero = false, any = false;
 	int ret = 0;
 
@@ -148,13 +290,13 @@ struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 		errno = ENOMEM;
 		return NULL;
 	}
-	fx_arena_init(&ks->names, ARENA_MAX);
 	while (ret == 0 && getline(&line, &line_cap, f) >= 0) {
 		uint64_t addr;
 		char type, *name, *mod;
 		size_t name_len, mod_len;
 
-		if (!parse_line(line, &addr, &type, &name, &name_len, &mod, &mod_len)) {
+		if (!parse_line(line, &addr, &type, &name, &name_len, &mod, &mod_len) ||
+		    name_len >= FX_KSYM_NAME_MAX || mod_len >= FX_KSYM_NAME_MAX) {
 			skipped++;
 			continue;
 		}
@@ -163,37 +305,40 @@ struct fx_kallsyms *fx_kallsyms_parse(FILE *f)
 			any_nonzero = true;
 		if (type != 't' && type != 'T' && type != 'w' && type != 'W')
 			continue;
-		ret = add_sym(ks, addr, type, name, name_len, mod, mod_len, &last_mod);
+		ret = add_sym(&ps, addr, type, name, name_len, mod, mod_len);
 	}
 	free(line);
 	if (ret == -E2BIG) {
-		fx_warn("kallsyms: more than %u symbols, ignoring the rest", KSYMS_MAX);
+		fx_warn("kallsyms: more than %u symbols or 1 GiB of names, ignoring the rest",
+			KSYMS_MAX);
 		ret = 0;
 	}
+	if (!ret && any && !any_nonzero)
+		ret = -EPERM;
+	if (!ret)
+		ret = build(ks, &ps);
+	parse_free(&ps);
 	if (ret) {
 		fx_kallsyms_free(ks);
 		errno = -ret;
 		return NULL;
 	}
-	if (any && !any_nonzero) {
-		fx_kallsyms_free(ks);
-		errno = EPERM;
-		return NULL;
-	}
 	if (skipped)
 		fx_debug("kallsyms: skipped %zu malformed lines", skipped);
-	if (ks->n)
-		qsort(ks->syms, ks->n, sizeof(*ks->syms), cmp_ksym);
 	ks->base = 0;
-	for (i = 0; i < ks->n; i++) {
+	for (size_t s = 0; s < ks->n_spans && !ks->base; s++) {
 		/* Sorted: the first core-kernel symbol is the lowest. */
-		if (!ks->syms[i].module && ks->syms[i].start) {
-			ks->base = ks->syms[i].start;
-			break;
+		if (ks->spans[s].module != NO_MODULE)
+			continue;
+		for (size_t i = ks->spans[s].first; i < ks->n; i++) {
+			if (ks->start[i]) {
+				ks->base = ks->start[i];
+				break;
+			}
 		}
 	}
 	if (!ks->base && ks->n)
-		ks->base = ks->syms[0].start;
+		ks->base = ks->start[0];
 	return ks;
 }
 
@@ -221,30 +366,63 @@ void fx_kallsyms_free(struct fx_kallsyms *ks)
 {
 	if (!ks)
 		return;
-	free(ks->syms);
-	fx_arena_free(&ks->names);
+	for (size_t i = 0; i < ks->n_modules; i++)
+		free(ks->modules[i]);
+	free(ks->modules);
+	free(ks->spans);
+	free(ks->start);
+	free(ks->block_at);
+	free(ks->z);
 	free(ks);
 }
 
-int fx_kallsyms_lookup(const struct fx_kallsyms *ks, uint64_t addr, struct fx_ksym *out)
+/* Inflates block @b into @cur unless it holds it already. */
+static int inflate_block(const struct fx_kallsyms *ks, struct fx_ksym_cursor *cur, uint32_t b)
 {
-	size_t lo, i, j;
+	uLongf len = sizeof(cur->names) - 1;
+
+	if (cur->table == ks && cur->block == b)
+		return 0;
+	cur->table = NULL;
+	if (uncompress((Bytef *)cur->names, &len, ks->z + ks->block_at[b],
+		       ks->block_at[b + 1] - ks->block_at[b]) != Z_OK)
+		return -EIO;
+	cur->names[len] = '\0';
+	cur->table = ks;
+	cur->block = b;
+	return 0;
+}
+
+static const char *module_of(const struct fx_kallsyms *ks, size_t i)
+{
+	size_t s = FX_SEARCH_LAST_LE(ks->spans, ks->n_spans, first, i);
+
+	if (s == SIZE_MAX || ks->spans[s].module == NO_MODULE)
+		return "";
+	return ks->modules[ks->spans[s].module];
+}
+
+int fx_kallsyms_lookup(const struct fx_kallsyms *ks, uint64_t addr, struct fx_ksym_cursor *cur,
+		       struct fx_ksym *out)
+{
+	const char *n;
+	size_t i, k;
 
 	if (!ks)
 		return -ENOENT;
-	/* Last entry with start <= addr. */
-	lo = FX_SEARCH_LAST_LE(ks->syms, ks->n, start, addr);
-	if (lo == SIZE_MAX)
+	/* Last entry with start <= addr (starts are distinct). */
+	i = fx_search_last_le(ks->start, ks->n, sizeof(*ks->start), 0, addr);
+	if (i == SIZE_MAX)
 		return -ENOENT;
-	i = lo;
-	/* First of the aliases at that start: the preferred name. */
-	while (i > 0 && ks->syms[i - 1].start == ks->syms[i].start)
-		i--;
-	j = lo + 1;
-	out->name = ks->syms[i].name;
-	out->module = ks->syms[i].module ? ks->syms[i].module : "";
-	out->start = ks->syms[i].start;
-	out->size = j < ks->n ? ks->syms[j].start - ks->syms[i].start : 0;
+	if (inflate_block(ks, cur, (uint32_t)(i / FX_KSYM_BLOCK_NAMES)) < 0)
+		return -EIO;
+	n = cur->names;
+	for (k = i % FX_KSYM_BLOCK_NAMES; k > 0; k--)
+		n += strlen(n) + 1;
+	out->name = n;
+	out->module = module_of(ks, i);
+	out->start = ks->start[i];
+	out->size = i + 1 < ks->n ? ks->start[i + 1] - ks->start[i] : 0;
 	return 0;
 }
 
@@ -260,7 +438,15 @@ size_t fx_kallsyms_count(const struct fx_kallsyms *ks)
 
 size_t fx_kallsyms_bytes(const struct fx_kallsyms *ks)
 {
-	return ks ? sizeof(*ks) + ks->cap * sizeof(*ks->syms) + fx_arena_bytes(&ks->names) : 0;
+	size_t b;
+
+	if (!ks)
+		return 0;
+	b = sizeof(*ks) + ks->n * sizeof(*ks->start) + (ks->n_blocks + 1) * sizeof(*ks->block_at) +
+	    ks->block_at[ks->n_blocks] + ks->n_spans * sizeof(*ks->spans);
+	for (size_t i = 0; i < ks->n_modules; i++)
+		b += sizeof(char *) + strlen(ks->modules[i]) + 1;
+	return b;
 }
 
 struct fx_kallsyms *fx_kallsyms_load_system(void)

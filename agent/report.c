@@ -61,6 +61,7 @@ struct ctx {
 	int32_t *lib_of_object; /* object id -> lib index */
 	int32_t kernel_lib;
 	struct strings strs;
+	struct fx_ksym_cursor *kcur; /* NULL: kernel frames stay addresses */
 	struct fx_profile_thread *threads;
 	size_t nthreads;
 };
@@ -90,13 +91,14 @@ static void resolve_kernel(struct ctx *c, uint32_t i)
 	const char *name;
 
 	c->pf[i] = (struct fx_profile_frame){ .lib = c->kernel_lib, .category = FX_CAT_KERNEL };
-	if (!ks || fx_kallsyms_lookup(ks, f->addr, &k) < 0) {
+	if (!ks || !c->kcur || fx_kallsyms_lookup(ks, f->addr, c->kcur, &k) < 0) {
 		set_own(c, i, strings_add(&c->strs, "[kernel]+0x%" PRIx64, f->addr),
 			f->addr - base);
 		return;
 	}
-	name = k.module && k.module[0] ? strings_add(&c->strs, "%s [%s]", k.name, k.module)
-				       : k.name;
+	/* The name is the cursor's until the next lookup. */
+	name = k.module[0] ? strings_add(&c->strs, "%s [%s]", k.name, k.module)
+			   : strings_add(&c->strs, "%s", k.name);
 	set_own(c, i, name, f->addr - base);
 	c->sym[i].sym_name = name;
 	c->sym[i].sym_addr = k.start - base;
@@ -302,6 +304,8 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 				.debug_path = "[kernel.kallsyms]",
 				.arch = "x86_64",
 			};
+			/* 32 KiB: a block of inflated kernel names. */
+			c.kcur = in->kallsyms ? calloc(1, sizeof(*c.kcur)) : NULL;
 			break;
 		}
 	}
@@ -358,6 +362,7 @@ out:
 	free(c.pf);
 	free(c.libs);
 	free(c.lib_of_object);
+	free(c.kcur);
 	strings_free(&c.strs);
 	return ret;
 }
