@@ -68,7 +68,7 @@ size_t sym_lru_object(const struct fx_symbolizer *s, bool dwarf, bool old,
 	for (size_t i = 0; i < s->n_objects; i++) {
 		const struct object *o = s->objects[i];
 
-		if (o == skip || (dwarf && !o->dw) || (old && o->batch == s->batch))
+		if (o == skip || (dwarf && !sym_holds_dwarf(o)) || (old && o->batch == s->batch))
 			continue;
 		if (v == SIZE_MAX || o->last_use < s->objects[v]->last_use)
 			v = i;

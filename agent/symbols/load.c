@@ -184,10 +184,21 @@ static uint64_t dwarf_bytes(Elf *elf)
 	return sum;
 }
 
+/* The CU tables hold DIEs that point into libdw's memory. */
+static void free_cu_tables(struct object *o)
+{
+	for (size_t i = 0; i < o->n_cus; i++)
+		free(o->cus[i].funcs);
+	free(o->cus);
+	free(o->cu_ranges);
+	o->cus = NULL;
+	o->cu_ranges = NULL;
+	o->n_cus = o->n_cu_ranges = 0;
+	o->cus_loaded = false;
+}
+
 void sym_release_dwarf(struct fx_symbolizer *s, struct object *o)
 {
-	size_t i;
-
 	if (o->dw)
 		dwarf_end(o->dw);
 	if (o->alt_dw)
@@ -197,17 +208,42 @@ void sym_release_dwarf(struct fx_symbolizer *s, struct object *o)
 	sym_close_elf(&o->dw_fd, &o->dw_elf);
 	o->dw = o->alt_dw = NULL;
 	o->alt_elf = NULL;
-	/* The CU tables hold DIEs that point into libdw's memory. */
-	for (i = 0; i < o->n_cus; i++)
-		free(o->cus[i].funcs);
-	free(o->cus);
-	free(o->cu_ranges);
-	o->cus = NULL;
-	o->cu_ranges = NULL;
-	o->n_cus = o->n_cu_ranges = 0;
-	o->cus_loaded = false;
+	o->dw_parked = false;
+	free_cu_tables(o);
 	s->dw_bytes -= o->dw_bytes;
 	o->dw_bytes = 0;
+	o->dw_sections_bytes = 0;
+}
+
+void sym_park_dwarf(struct fx_symbolizer *s, struct object *o)
+{
+	if (!o->dw)
+		return;
+	free_cu_tables(o);
+	dwarf_end(o->dw);
+	if (o->alt_dw)
+		dwarf_end(o->alt_dw);
+	o->dw = o->alt_dw = NULL;
+	o->dw_parked = true;
+	s->dw_bytes -= o->dw_bytes - o->dw_sections_bytes;
+	o->dw_bytes = o->dw_sections_bytes;
+}
+
+void sym_unpark_dwarf(struct object *o)
+{
+	o->dw_parked = false;
+	/* Every debug section was read at the first dwarf_begin_elf(): the
+	 * Elf no longer needs its fd. */
+	o->dw = dwarf_begin_elf(o->dw_elf, DWARF_C_READ, NULL);
+	if (!o->dw || !o->alt_elf)
+		return;
+	o->alt_dw = dwarf_begin_elf(o->alt_elf, DWARF_C_READ, NULL);
+	if (o->alt_dw) {
+		dwarf_setalt(o->dw, o->alt_dw);
+	} else {
+		dwarf_end(o->dw);
+		o->dw = NULL;
+	}
 }
 
 /* Lets go of @o's debug sections; they are read again if needed. */
@@ -264,7 +300,7 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 	heap = sym_heap_bytes();
 	if (heap > heap0 && heap - heap0 > bytes)
 		bytes = heap - heap0;
-	o->dw_bytes = bytes;
+	o->dw_bytes = o->dw_sections_bytes = bytes;
 	s->dw_bytes += bytes;
 }
 

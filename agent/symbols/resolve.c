@@ -108,6 +108,8 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 	}
 	if (o->dw_released)
 		sym_reattach_dwarf(s, o);
+	else if (o->dw_parked)
+		sym_unpark_dwarf(o);
 	svma = s->rel_addrs ? o->base + offset : sym_offset_to_svma(o, offset);
 	r->rel_addr = svma - o->base;
 	f = (struct func *)sym_lookup_plt(o, svma, &plt);
@@ -298,6 +300,9 @@ size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
 			s->stats.idle_dropped++;
 			n++;
 		} else {
+			/* Kept: its DWARF's tables go until the next window needs
+			 * them, its sections stay. */
+			sym_park_dwarf(s, s->objects[i]);
 			i++;
 		}
 	}
@@ -322,7 +327,7 @@ void fx_symbolizer_get_stats(const struct fx_symbolizer *s, struct fx_symbolizer
 		out->bytes += sym_object_bytes(o);
 		out->fde_ranges += o->n_fdes;
 		out->fde_bytes += o->n_fdes * sizeof(*o->fde_starts);
-		out->dwarf_objects += o->dw != NULL;
+		out->dwarf_objects += sym_holds_dwarf(o);
 		out->results += o->n_cache;
 		out->results_bytes += fx_arena_bytes(&o->res_mem) +
 				      o->cap_cache * sizeof(*o->cache) +

@@ -142,9 +142,13 @@ struct object {
 	int dw_fd;
 	Elf *dw_elf;
 	Dwarf *dw;
-	uint64_t dw_bytes; /* sections, and libdw's tables as they grew */
-	char *dw_path;	   /* to read it again after a release; NULL if not possible */
-	char *debug_path;  /* the debug file whose names are used, or NULL */
+	uint64_t dw_bytes;	    /* sections, and libdw's tables as they grew */
+	uint64_t dw_sections_bytes; /* of dw_bytes: what the sections took */
+	/* Parked at a window's end (sym_park_dwarf): the Dwarf and its tables
+	 * freed, dw_elf kept with its sections read (and inflated). */
+	bool dw_parked;
+	char *dw_path;	  /* to read it again after a release; NULL if not possible */
+	char *debug_path; /* the debug file whose names are used, or NULL */
 	uint8_t dw_id[FX_BUILD_ID_MAX];
 	size_t dw_id_len;
 	bool dw_released;
@@ -269,6 +273,17 @@ uint64_t sym_offset_to_svma(const struct object *o, uint64_t off);
 void sym_release_dwarf(struct fx_symbolizer *s, struct object *o);
 /* sym_release_dwarf() for the budget: read again on next use. */
 void sym_shed_dwarf(struct fx_symbolizer *s, struct object *o);
+/* Frees @o's Dwarf and the tables its look-ups built (CUs, line tables,
+ * abbreviations: they grow to several times the sections as a window's
+ * addresses touch CUs), keeping the sections: sym_unpark_dwarf() begins a
+ * Dwarf on them again, at no cost of reading or inflating. */
+void sym_park_dwarf(struct fx_symbolizer *s, struct object *o);
+void sym_unpark_dwarf(struct object *o);
+/* Whether @o holds debug sections, parked or not. */
+static inline bool sym_holds_dwarf(const struct object *o)
+{
+	return o->dw || o->dw_parked;
+}
 /* Reads again the DWARF shed for the budget; gives up for good on failure. */
 void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o);
 /* Bytes malloc has handed out, all threads. */

@@ -884,6 +884,73 @@ static void test_memory_counts_libdw(void **state)
 	free(out);
 }
 
+/* Between windows (drop_idle) an object kept gives back what libdw built
+ * for its look-ups, keeps its sections (not read again: nothing shed), and
+ * answers the next window's new addresses as a fresh symbolizer does. */
+static void test_dwarf_parked(void **state)
+{
+	enum { CAP = 20000 };
+	struct fx_elf_source src = { .fd = -1, .path = FX_AGENT_EXE };
+	struct fx_symbolizer_stats st1, st2;
+	struct fx_symbolizer *s, *fresh;
+	struct fx_sym_result *out, *want;
+	uint64_t *offs, *two;
+	size_t n, half, heap1, heap2;
+
+	(void)state;
+	offs = calloc(CAP, sizeof(*offs));
+	two = calloc(CAP, sizeof(*two));
+	out = calloc(CAP, sizeof(*out));
+	want = calloc(CAP, sizeof(*want));
+	assert_true(offs && two && out && want);
+	n = function_offsets(FX_AGENT_EXE, offs, CAP);
+	assert_true(n > 100);
+	half = n / 2;
+	s = fx_symbolizer_new(NULL);
+	fx_symbolizer_begin_batch(s);
+	fx_symbolizer_resolve(s, &src, offs, half, out);
+	fx_symbolizer_get_stats(s, &st1);
+	heap1 = heap_now();
+	fx_symbolizer_drop_idle(s, fx_symbolizer_batch(s));
+	fx_symbolizer_get_stats(s, &st2);
+	heap2 = heap_now();
+	print_message("parked: DWARF %.2f -> %.2f MiB, heap %.2f MiB less\n",
+		      st1.dwarf_bytes / 1048576.0, st2.dwarf_bytes / 1048576.0,
+		      ((double)heap1 - (double)heap2) / 1048576.0);
+	assert_int_equal(st2.objects_held, 1);
+	assert_int_equal(st2.dwarf_objects, 1);
+#if !defined(__SANITIZE_ADDRESS__)
+	/* What the count gave back, the heap did (malloc's counts: ASan's
+	 * allocator is not malloc's, and there both stay flat). */
+	assert_true(st2.dwarf_bytes < st1.dwarf_bytes);
+	assert_true(heap1 - heap2 >= (st1.dwarf_bytes - st2.dwarf_bytes) / 2);
+#endif
+	/* The next window: the other half, and the first half's again (from the
+	 * results cache), as a fresh symbolizer answers them. */
+	memcpy(two, offs + half, (n - half) * sizeof(*two));
+	memcpy(two + (n - half), offs, half * sizeof(*two));
+	fx_symbolizer_begin_batch(s);
+	fx_symbolizer_resolve(s, &src, two, n, out);
+	fresh = fx_symbolizer_new(NULL);
+	fx_symbolizer_begin_batch(fresh);
+	fx_symbolizer_resolve(fresh, &src, two, n, want);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(out[i].n_frames, want[i].n_frames);
+		for (uint32_t k = 0; k < out[i].n_frames; k++) {
+			assert_string_equal(out[i].frames[k].name, want[i].frames[k].name);
+			assert_int_equal(out[i].frames[k].line, want[i].frames[k].line);
+		}
+	}
+	fx_symbolizer_get_stats(s, &st2);
+	assert_int_equal(st2.dwarf_shed, 0);
+	fx_symbolizer_free(fresh);
+	fx_symbolizer_free(s);
+	free(offs);
+	free(two);
+	free(out);
+	free(want);
+}
+
 static void test_batch_keeps_results(void **state)
 {
 	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
@@ -1022,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_object_lru),
 		cmocka_unit_test(test_results_bound),
 		cmocka_unit_test(test_memory_counts_libdw),
+		cmocka_unit_test(test_dwarf_parked),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
 		cmocka_unit_test(test_matches_eu_addr2line),
