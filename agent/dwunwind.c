@@ -505,6 +505,13 @@ static bool walk_truncated(const struct sample_ctx *c, int ret, const struct fx_
 	return ret != 0 || c->full || (c->read_beyond && s->stack_dyn_size >= s->stack_size);
 }
 
+/* @c as before a walk: no frame yet, nothing read. */
+static void walk_reset(struct sample_ctx *c)
+{
+	c->n = 0;
+	c->full = c->read_beyond = c->thread_given = false;
+}
+
 static void check(struct fx_dwunwind *d, const struct fx_proc *proc, const struct sample_ctx *t,
 		  bool t_cut, const struct fx_record_sample *s)
 {
@@ -515,8 +522,7 @@ static void check(struct fx_dwunwind *d, const struct fx_proc *proc, const struc
 
 	c.ips = ips;
 	c.cap = t->cap < FX_DWUNWIND_CHECK_FRAMES ? t->cap : FX_DWUNWIND_CHECK_FRAMES;
-	c.n = 0;
-	c.full = c.read_beyond = c.thread_given = false;
+	walk_reset(&c);
 	ret = walk_libdwfl(d, proc, &c);
 	while (same < c.n && same < t->n && ips[same] == t->ips[same])
 		same++;
@@ -551,8 +557,7 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 	if (proc && d->engine != FX_DWUNWIND_LIBDWFL)
 		ret = walk_tables(d, proc, &c);
 	if (ret == WALK_FALLBACK) {
-		c.n = 0;
-		c.full = c.read_beyond = false;
+		walk_reset(&c);
 		ret = walk_libdwfl(d, proc, &c);
 		d->stats.by_libdwfl++;
 	} else {

@@ -178,24 +178,11 @@ int fx_sampler_plan(const struct fx_sampler_opts *opts, struct fx_ringplan *out,
 		    (unsigned)n, out, msg, len);
 }
 
-static int read_int_file(const char *path, int *out)
-{
-	FILE *f = fopen(path, "re");
-	int ok;
-
-	if (!f)
-		return -errno;
-	ok = fscanf(f, "%d", out) == 1;
-	fclose(f);
-	return ok ? 0 : -EINVAL;
-}
-
 static int permission_error(int err)
 {
-	int paranoid = 0;
+	struct fx_ringplan_limits lim;
 
-	if (read_int_file("/proc/sys/kernel/perf_event_paranoid", &paranoid) < 0)
-		paranoid = 99;
+	fx_ringplan_read_limits(&lim);
 	return fx_log_errno(FX_LOG_ERR, err,
 			    "cannot open perf events (whole-system profiling needs root or "
 			    "CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8), and CAP_SYSLOG for "
@@ -203,7 +190,7 @@ static int permission_error(int err)
 			    "without CAP_PERFMON: sysctl kernel.perf_event_paranoid=-1; run as "
 			    "root, or grant the capabilities: setcap cap_perfmon,cap_syslog+ep "
 			    "fxagent)",
-			    paranoid);
+			    lim.paranoid);
 }
 
 /* The attributes of every event. In cgroup mode, @kind says which: the

@@ -82,6 +82,27 @@ def cache_figures(path):
     return {c: (n, nbytes.get(c)) for c, n in entries.items()}
 
 
+def write_config(path, window, out, prom, targets, max_memory=None):
+    """The daemon's config at @path: @window-second windows into @out, the
+    metrics file @prom, one target per (name, cgroup) of @targets."""
+    with open(path, "w") as f:
+        f.write(f"window:\n  seconds: {window}\noutput:\n  directory: {out}\n"
+                f"metrics:\n  textfile: {prom}\n")
+        if max_memory:
+            f.write(f"symbolization:\n  max_memory: {max_memory}\n")
+        f.write("targets:\n")
+        for name, cg in targets:
+            f.write(f"  - name: {name}\n    cgroup: /{cg}\n")
+
+
+def start_in_cgroup(ctx, cgroup_dir, seconds):
+    """A busy fx-bench-work for @seconds, moved into @cgroup_dir."""
+    p = subprocess.Popen([ctx.work, str(seconds)], stdout=subprocess.DEVNULL)
+    with open(os.path.join(cgroup_dir, "cgroup.procs"), "w") as f:
+        f.write(str(p.pid))
+    return p
+
+
 def run(ctx, a):
     dur = a.duration or (12 if ctx.quick else getattr(ctx, "daemon_seconds", 300))
     win = a.window or (3 if ctx.quick else 10)
@@ -94,21 +115,11 @@ def run(ctx, a):
         out = os.path.join(tmp, "chunks")
         cfg = os.path.join(tmp, "fxagent.yaml")
         prom = os.path.join(tmp, "fxagent.prom")
-        with open(cfg, "w") as f:
-            f.write(f"window:\n  seconds: {win}\noutput:\n  directory: {out}\n"
-                    f"metrics:\n  textfile: {prom}\n")
-            if a.max_memory:
-                f.write(f"symbolization:\n  max_memory: {a.max_memory}\n")
-            f.write("targets:\n")
-            for n in names:
-                f.write(f"  - name: {n}\n    cgroup: /{n}\n")
+        write_config(cfg, win, out, prom, [(n, n) for n in names], a.max_memory)
         try:
             for n in names:
                 os.mkdir(os.path.join(mount, n))
-                p = subprocess.Popen([ctx.work, str(dur + 30)], stdout=subprocess.DEVNULL)
-                procs.append(p)
-                with open(os.path.join(mount, n, "cgroup.procs"), "w") as f:
-                    f.write(str(p.pid))
+                procs.append(start_in_cgroup(ctx, os.path.join(mount, n), dur + 30))
             ag = subprocess.Popen([ctx.agent, "--config", cfg, "--verbose"],
                                   stderr=subprocess.PIPE, text=True)
             err = []

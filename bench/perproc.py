@@ -39,17 +39,12 @@ def run_one(ctx, mount, n, t, w, tmp):
     out = os.path.join(tmp, "chunks")
     cfg = os.path.join(tmp, "fxagent.yaml")
     prom = os.path.join(tmp, "fxagent.prom")
-    with open(cfg, "w") as f:
-        f.write(f"window:\n  seconds: {w}\noutput:\n  directory: {out}\n"
-                f"metrics:\n  textfile: {prom}\ntargets:\n  - name: work\n    cgroup: /{name}\n")
+    daemon.write_config(cfg, w, out, prom, [("work", name)])
     os.mkdir(cg)
     work = []
     try:
         for _ in range(n):
-            p = subprocess.Popen([ctx.work, str(t + 30)], stdout=subprocess.DEVNULL)
-            work.append(p)
-            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
-                f.write(str(p.pid))
+            work.append(daemon.start_in_cgroup(ctx, cg, t + 30))
         ag = subprocess.Popen([ctx.agent, "--config", cfg], stderr=subprocess.PIPE, text=True)
         err = []
         drain = threading.Thread(target=lambda: err.append(ag.stderr.read()), daemon=True)
