@@ -260,9 +260,7 @@ static void list_dir(int cfd, const char *dname, struct cfile *v, size_t *n, uin
 	closedir(dir);
 }
 
-/* Removes the least recently used files (by mtime, which find() sets on
- * every use) until the cache is under its bound. */
-static void trim_cache(struct fx_debuginfod *d)
+void fx_debuginfod_trim(const char *cache_dir, uint64_t max_bytes, uint64_t *evicted)
 {
 	struct cfile *v;
 	struct dirent *e;
@@ -271,9 +269,9 @@ static void trim_cache(struct fx_debuginfod *d)
 	DIR *top;
 	int cfd;
 
-	if (!d->cache_dir || !d->cache_max_bytes)
+	if (!cache_dir || !max_bytes)
 		return;
-	cfd = open(d->cache_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	cfd = open(cache_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (cfd < 0)
 		return;
 	v = calloc(TRIM_MAX_FILES, sizeof(*v));
@@ -292,19 +290,23 @@ static void trim_cache(struct fx_debuginfod *d)
 	}
 	closedir(top);
 	qsort(v, n, sizeof(*v), by_mtime);
-	for (i = 0; i < n && total > d->cache_max_bytes; i++) {
+	for (i = 0; i < n && total > max_bytes; i++) {
 		int fd = openat(cfd, v[i].dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (fd < 0)
 			continue;
 		if (unlinkat(fd, v[i].name, 0) == 0) {
 			total -= v[i].bytes;
-			d->st.evicted++;
+			if (evicted)
+				(*evicted)++;
 			fx_debug("debuginfod: removed %s/%s/%s (%" PRIu64 " bytes) from the cache",
-				 d->cache_dir, v[i].dir, v[i].name, v[i].bytes);
+				 cache_dir, v[i].dir, v[i].name, v[i].bytes);
 		}
 		close(fd);
-		unlinkat(cfd, v[i].dir, AT_REMOVEDIR); /* when it is empty now */
+		/* A build-id's directory when it is empty now; the
+		 * symbolizer's stays (it holds an fd to it). */
+		if (strcmp(v[i].dir, "inflated") != 0)
+			unlinkat(cfd, v[i].dir, AT_REMOVEDIR);
 	}
 	for (i = 0; i < n; i++) {
 		free(v[i].dir);
@@ -365,13 +367,13 @@ int fx_debuginfod_find(struct fx_debuginfod *d, const uint8_t *id, size_t len, c
 			return -EINVAL;
 		}
 		free(p);
-		futimens(fd, NULL); /* last use, for trim_cache() */
+		futimens(fd, NULL); /* last use, for fx_debuginfod_trim() */
 		d->st.hits++;
 		if (d->transferred) {
 			d->st.bytes += (uint64_t)st.st_size;
 			fx_info("debuginfod: downloaded the debug file of %s (%" PRIu64 " bytes)",
 				hex, (uint64_t)st.st_size);
-			trim_cache(d);
+			fx_debuginfod_trim(d->cache_dir, d->cache_max_bytes, &d->st.evicted);
 		}
 		return fd;
 	}

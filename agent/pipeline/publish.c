@@ -195,6 +195,8 @@ static void switch_symbolizer(struct publisher *pub, struct gen *g)
 			.no_demangle = !cfg->symbolization.demangle,
 			.max_bytes = cfg->symbolization.max_memory,
 			.debuginfod = nd,
+			.cache_dir = cfg->symbolization.debuginfod_cache,
+			.cache_max_bytes = cfg->symbolization.debuginfod_cache_max,
 		};
 		struct fx_symbolizer *ns = fx_symbolizer_new(&so);
 

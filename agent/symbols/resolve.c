@@ -5,6 +5,7 @@
 #include "symbols_int.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,6 +168,7 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	s->inflated_fd = -1;
 	while (dirs[n])
 		n++;
 	s->debug_dirs = calloc(n + 1, sizeof(*s->debug_dirs));
@@ -184,6 +186,10 @@ struct fx_symbolizer *fx_symbolizer_new(const struct fx_symbolizer_opts *opts)
 		s->rel_addrs = opts->rel_addrs;
 	}
 	s->max_bytes = opts && opts->max_bytes ? opts->max_bytes : DEFAULT_MAX_BYTES;
+	s->inflated_min_bytes =
+		opts && opts->inflate_min_bytes ? opts->inflate_min_bytes : DEFAULT_INFLATE_MIN;
+	if (sym_inflated_setup(s, opts ? opts->cache_dir : NULL, opts ? opts->cache_max_bytes : 0))
+		goto fail;
 	return s;
 fail:
 	fx_symbolizer_free(s);
@@ -204,6 +210,9 @@ void fx_symbolizer_free(struct fx_symbolizer *s)
 			free(s->debug_dirs[i]);
 		free(s->debug_dirs);
 	}
+	if (s->inflated_fd >= 0)
+		close(s->inflated_fd);
+	free(s->cache_dir);
 	free(s);
 }
 

@@ -51,6 +51,9 @@
  * their DWARF (read again if needed), then go entirely. libc's DWARF with
  * most of its CUs touched is about 28 MiB: the default keeps it. */
 #define DEFAULT_MAX_BYTES ((uint64_t)32 << 20)
+/* Debug sections smaller than this are read into the heap: a copy on disk
+ * is worth it for libc's 10 MB, not for a small program's few KiB. */
+#define DEFAULT_INFLATE_MIN ((uint64_t)512 << 10)
 
 /* Interned strings of one object. */
 struct strpool {
@@ -147,6 +150,7 @@ struct object {
 	/* Parked at a window's end (sym_park_dwarf): the Dwarf and its tables
 	 * freed, dw_elf kept with its sections read (and inflated). */
 	bool dw_parked;
+	bool dw_mapped;	  /* dw_elf is an inflated copy, mapped (inflated.c) */
 	char *dw_path;	  /* to read it again after a release; NULL if not possible */
 	char *debug_path; /* the debug file whose names are used, or NULL */
 	uint8_t dw_id[FX_BUILD_ID_MAX];
@@ -179,6 +183,12 @@ struct fx_symbolizer {
 	uint64_t dw_bytes;
 	uint64_t max_bytes;
 	struct fx_debuginfod *dbgd;
+	/* Inflated copies of debug files (inflated.c): the directory's fd, or
+	 * -1 when there is none; the cache it is in and its bound. */
+	int inflated_fd;
+	char *cache_dir;
+	uint64_t inflated_max_bytes;
+	uint64_t inflated_min_bytes;
 	struct fx_symbolizer_stats stats;
 };
 
@@ -203,6 +213,23 @@ struct dw_level {
 	const char *file;
 	uint32_t line;
 };
+
+/* ---- inflated.c ---- */
+
+/* Opens the inflated copy of the debug file @src (@src_fd, build-id @id),
+ * writing it first if there is none and the file is worth one (64-bit,
+ * not relocatable, debug sections of inflated_min_bytes or more, zlib or
+ * not compressed). Returns 0 with the copy's fd and Elf (mapped), or
+ * -errno: then @src is read as it is. */
+int sym_inflated_open(struct fx_symbolizer *s, Elf *src, int src_fd, const uint8_t *id,
+		      size_t id_len, int *fd_out, Elf **elf_out);
+/* Lets the pages of the mapped copy @elf go from the agent's memory (they
+ * stay in the page cache, and come back on the next touch). */
+void sym_inflated_release_pages(Elf *elf);
+/* Makes <@cache_dir>/inflated (0700) for the copies, bounded with the
+ * cache at @max_bytes. A directory that cannot be the agent's alone means
+ * no copies (logged at debug level). Returns 0 or -ENOMEM. */
+int sym_inflated_setup(struct fx_symbolizer *s, const char *cache_dir, uint64_t max_bytes);
 
 /* ---- elf_files.c ---- */
 

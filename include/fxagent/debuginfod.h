@@ -78,4 +78,11 @@ unsigned fx_debuginfod_retry_s(const struct fx_debuginfod *d);
 
 void fx_debuginfod_get_stats(const struct fx_debuginfod *d, struct fx_debuginfod_stats *out);
 
+/* Removes the least recently used files (by mtime: set on every use) one
+ * level down in the cache @cache_dir (libdebuginfod's directory per
+ * build-id, the symbolizer's inflated/) until they hold @max_bytes or less;
+ * a build-id directory left empty goes too. Adds the files removed to
+ * *@evicted when not NULL. */
+void fx_debuginfod_trim(const char *cache_dir, uint64_t max_bytes, uint64_t *evicted);
+
 #endif

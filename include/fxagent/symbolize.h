@@ -73,6 +73,14 @@ struct fx_symbolizer_opts {
 	 * symbolizer. A miss or failure is asked again after its retry_s, an
 	 * answer deferred for the budget in the next batch. */
 	struct fx_debuginfod *debuginfod;
+	/* The debuginfod cache directory (made 0700 if missing), where
+	 * inflated/ keeps copies of debug files with their sections inflated,
+	 * to be mapped instead of read into the heap and given back after each
+	 * window (the symbolizer's memory between windows is then its tables
+	 * and results); NULL: none, the sections are read into the heap. */
+	const char *cache_dir;
+	uint64_t cache_max_bytes;   /* the whole cache's bound, 0: none */
+	uint64_t inflate_min_bytes; /* debug sections worth a copy; 0: 512 KiB */
 };
 
 /* Where an object's names come from, from the best to the least. */
@@ -112,6 +120,9 @@ struct fx_symbolizer_stats {
 	uint64_t idle_dropped;	  /* objects freed by fx_symbolizer_drop_idle() */
 	uint64_t dwarf_shed;	  /* objects' DWARF freed for max_bytes (read again on use) */
 	uint64_t results_evicted; /* results dropped as their object's cache filled */
+	/* Inflated copies of debug files: used, written (and their bytes),
+	 * not written (the disk, a refused source). */
+	uint64_t inflated_hits, inflated_written, inflated_bytes, inflated_errors;
 };
 
 /* Returns NULL on ENOMEM. @opts may be NULL; it is copied. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -951,6 +952,147 @@ static void test_dwarf_parked(void **state)
 	free(want);
 }
 
+/* The one inflated copy in @dir/inflated: its path in @out (0), or -1. */
+static int inflated_copy(const char *dir, char *out, size_t len)
+{
+	char sub[256];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(sub, sizeof(sub), "%s/inflated", dir);
+	d = opendir(sub);
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(out, len, "%s/%s", sub, e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n == 1 ? 0 : -1;
+}
+
+/* Resident KiB of this process's mappings of @path (/proc/self/smaps). */
+static long mapped_rss_kib(const char *path)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[4096];
+	bool in = false;
+	long kib = 0, v;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (strchr(line, '-') && strchr(line, ' ') && line[0] != ' ' &&
+		    strspn(line, "0123456789abcdef") > 4 &&
+		    line[strspn(line, "0123456789abcdef")] == '-')
+			in = strstr(line, path) != NULL;
+		else if (in && sscanf(line, "Rss: %ld kB", &v) == 1)
+			kib += v;
+	}
+	fclose(f);
+	return kib;
+}
+
+/* A new symbolizer (the agent started again) names libfxfix-z.so's inline
+ * frames; its counts. */
+static struct fx_symbolizer_stats inflated_round(const struct fx_symbolizer_opts *opts)
+{
+	struct fx_symbolizer *s = fx_symbolizer_new(opts);
+	struct fx_symbolizer_stats st;
+
+	assert_non_null(s);
+	fx_symbolizer_begin_batch(s);
+	check_inline(s, FIX("libfxfix-z.so"));
+	fx_symbolizer_get_stats(s, &st);
+	fx_symbolizer_free(s);
+	return st;
+}
+
+/* Compressed debug sections (as Debian ships them) are inflated once into a
+ * file of the agent's, mapped, and given back after each window; the names,
+ * lines and inline frames are the same; the copy is used again by the next
+ * symbolizer; a copy that is not the agent's own, or not whole, is never
+ * used (written again), and a symlink in its place is not followed. */
+static void test_inflated_copies(void **state)
+{
+	char dir[] = "/tmp/fxsym-inflated-XXXXXX", copy[512], victim[600];
+	struct fx_symbolizer_opts opts = { .cache_max_bytes = 1ull << 30, .inflate_min_bytes = 1 };
+	struct fx_symbolizer_stats st;
+	struct fx_symbolizer *s;
+	struct stat st1, st2;
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	opts.cache_dir = dir;
+	s = fx_symbolizer_new(&opts);
+	assert_non_null(s);
+	fx_symbolizer_begin_batch(s);
+	check_inline(s, FIX("libfxfix-z.so"));
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.inflated_written, 1);
+	assert_int_equal(st.inflated_hits, 0);
+	assert_true(st.inflated_bytes > 0);
+	assert_int_equal(inflated_copy(dir, copy, sizeof(copy)), 0);
+	assert_int_equal(stat(copy, &st1), 0);
+	assert_int_equal(st1.st_mode & 0777, 0600);
+	assert_true(mapped_rss_kib(copy) > 0);
+	/* The window ends: the copy's pages leave this process; the next
+	 * window's look-ups get the same answers. */
+	fx_symbolizer_drop_idle(s, fx_symbolizer_batch(s));
+	assert_int_equal(mapped_rss_kib(copy), 0);
+	fx_symbolizer_begin_batch(s);
+	check_inline(s, FIX("libfxfix-z.so"));
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.inflated_written, 1);
+	fx_symbolizer_free(s);
+
+	/* Another symbolizer (the agent started again): the same copy. */
+	st = inflated_round(&opts);
+	assert_int_equal(st.inflated_hits, 1);
+	assert_int_equal(st.inflated_written, 0);
+	assert_int_equal(stat(copy, &st2), 0);
+	assert_int_equal(st2.st_ino, st1.st_ino);
+
+	/* Not whole (a crash while writing, a disk error): written again. */
+	fd = open(copy, O_WRONLY | O_TRUNC);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "\177ELF", 4), 4);
+	close(fd);
+	assert_int_equal(inflated_round(&opts).inflated_written, 1);
+
+	/* A symlink in its place: not followed, its target untouched. */
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	fd = open(victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "keep", 4), 4);
+	close(fd);
+	assert_int_equal(unlink(copy), 0);
+	assert_int_equal(symlink(victim, copy), 0);
+	inflated_round(&opts);
+	assert_int_equal(lstat(copy, &st2), 0);
+	assert_true(S_ISREG(st2.st_mode));
+	assert_int_equal(stat(victim, &st2), 0);
+	assert_int_equal(st2.st_size, 4);
+
+	/* Another user's file: never mapped (root can give it away). */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(copy, 65534, 65534), 0);
+		assert_int_equal(inflated_round(&opts).inflated_written, 1);
+		assert_int_equal(stat(copy, &st2), 0);
+		assert_int_equal(st2.st_uid, 0);
+	}
+
+	/* No copy larger than half the cache's bound: read into memory. */
+	assert_int_equal(unlink(copy), 0);
+	opts.cache_max_bytes = 1024;
+	assert_int_equal(inflated_round(&opts).inflated_written, 0);
+	assert_int_equal(inflated_copy(dir, copy, sizeof(copy)), -1);
+	assert_int_equal(nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static void test_batch_keeps_results(void **state)
 {
 	struct fx_symbolizer *s = fx_symbolizer_new(NULL);
@@ -1090,6 +1232,7 @@ int main(void)
 		cmocka_unit_test(test_results_bound),
 		cmocka_unit_test(test_memory_counts_libdw),
 		cmocka_unit_test(test_dwarf_parked),
+		cmocka_unit_test(test_inflated_copies),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
 		cmocka_unit_test(test_matches_eu_addr2line),
