@@ -579,6 +579,8 @@ static void write_batch(struct publisher *pub, struct batch *b)
 	malloc_trim(0);
 	report_status(pub, b);
 	free_batch(pub->p, b);
+	/* and what the window itself held, before the next one comes */
+	malloc_trim(0);
 }
 
 static struct batch *next_batch(struct publisher *pub, bool wait)

@@ -78,6 +78,10 @@ static void load_cus(struct object *o)
 	}
 	if (o->n_cu_ranges)
 		qsort(o->cu_ranges, o->n_cu_ranges, sizeof(*o->cu_ranges), cmp_cu_range);
+	/* The walk touched a page of nearly every CU of a mapped copy: let
+	 * them go now; the look-ups bring back the few they read. */
+	if (o->dw_mapped)
+		sym_inflated_release_pages(o->dw_elf);
 }
 
 static int add_dfunc(struct cu *c, size_t *cap, uint64_t lo, uint64_t hi, Dwarf_Off off)

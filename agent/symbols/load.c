@@ -252,7 +252,7 @@ void sym_unpark_dwarf(struct object *o)
 /* Lets go of @o's debug sections; they are read again if needed. */
 void sym_shed_dwarf(struct fx_symbolizer *s, struct object *o)
 {
-	if (o->dw)
+	if (sym_holds_dwarf(o))
 		s->stats.dwarf_shed++;
 	sym_release_dwarf(s, o);
 	o->dw_released = true;

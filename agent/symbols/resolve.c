@@ -283,6 +283,10 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 			s->dw_bytes += (uint64_t)grew;
 		}
 	}
+	/* libdw's tables for these look-ups are not needed past them (the
+	 * results are ours): one object's tables at a time, not a window's. */
+	if (o && o->dw)
+		sym_park_dwarf(s, o);
 	return o ? o->err : -ENOMEM;
 }
 
