@@ -46,6 +46,7 @@ class Ctx:
         self.work = os.path.join(self.build, "bench", "fx-bench-work")
         self.sym = os.path.join(self.build, "bench", "fx-bench-sym")
         self.churn = os.path.join(self.build, "tests", "workloads", "fx-churn")
+        self.cpp = os.path.join(self.build, "bench", "fx-bench-cpp")
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
 
     def need(self, *paths):

@@ -5,9 +5,11 @@
 Scenarios, each T seconds with W-second windows (`fxagent --window W
 --output-dir DIR --verbose`, DWARF unwinding, the default): 1, 10 and 100
 busy fx-bench-work processes; 10 of them each going through 4096 call paths
-(about 4096 times the distinct stacks); and fx-churn at 1000 short-lived
+(about 4096 times the distinct stacks); fx-churn at 1000 short-lived
 processes per second (fork + exec, half of them dlopen a library; the rate
-it reached is shown).
+it reached is shown); and one busy fx-bench-cpp per CPU, a C++ program
+whose own DWARF is 8 MiB (the standard library's templates instantiated
+for its types).
 
 Per scenario: the agent's CPU per W-second interval (median and maximum over
 the intervals; every interval holds one window's sampling and the writing of
@@ -62,7 +64,20 @@ def scenarios(ctx, t):
         (f"fx-churn, {CHURN_RATE} processes/s asked ({n} CPUs)",
          lambda: [subprocess.Popen([ctx.churn, str(t + CHURN_EXTRA), str(CHURN_RATE)],
                                    stdout=subprocess.PIPE, text=True)]),
+        (f"{n} busy C++ processes, {cpp_debug_mib(ctx):.1f} MiB of DWARF in the binary",
+         lambda: [subprocess.Popen([ctx.cpp, str(t + 30)], stdout=subprocess.PIPE, text=True)
+                  for _ in range(n)]),
     ]
+
+
+def cpp_debug_mib(ctx):
+    """The size of fx-bench-cpp's own debug sections."""
+    out = subprocess.run(["readelf", "-SW", ctx.cpp], capture_output=True, text=True).stdout
+    total = 0
+    for line in out.splitlines():
+        if ".debug_" in line and "]" in line:
+            total += int(line.split("]", 1)[1].split()[4], 16)
+    return total / 1048576.0
 
 
 def run_one(ctx, make, t, w, tmp):
@@ -124,7 +139,7 @@ def run_one(ctx, make, t, w, tmp):
 def run(ctx, a):
     t = a.seconds or (12 if ctx.quick else 60)
     w = a.window or (3 if ctx.quick else 10)
-    ctx.need(ctx.agent, ctx.work, ctx.churn)
+    ctx.need(ctx.agent, ctx.work, ctx.churn, ctx.cpp)
     fb.need_root()
     rows, got = [], []
     churn_note = ""
