@@ -5,11 +5,11 @@
 #include "symbols_int.h"
 
 #include <errno.h>
-#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fxagent/debuginfod.h"
 #include "fxagent/elf.h"
@@ -313,8 +313,8 @@ size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch)
 			s->stats.idle_dropped++;
 			n++;
 		} else {
-			/* Kept: its DWARF's tables go until the next window needs
-			 * them, its sections stay. */
+			/* Kept. Its look-ups parked its DWARF already; whatever
+			 * else libdw still holds for it goes too. */
 			sym_park_dwarf(s, s->objects[i]);
 			i++;
 		}

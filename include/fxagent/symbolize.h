@@ -138,12 +138,12 @@ void fx_symbolizer_begin_batch(struct fx_symbolizer *s);
 /* The current batch's number, for fx_symbolizer_drop_idle(). */
 uint64_t fx_symbolizer_batch(const struct fx_symbolizer *s);
 /* Frees every object no batch since @batch used (tables, results, debug
- * sections): what stopped running gives its memory back. Of the objects
- * kept, frees what libdw built for the look-ups (CUs, line tables: several
- * times the debug sections once many CUs are touched), keeping the
- * sections read: the next window builds only what its new addresses need.
- * Then trims what is left to max_bytes. Call between batches, once a
- * window. Returns how many were freed. */
+ * sections): what stopped running gives its memory back. (What libdw builds
+ * for look-ups, CUs and line tables, several times the debug sections once
+ * many CUs are touched, is freed as soon as fx_symbolizer_resolve() has
+ * answered; the sections stay, and the next call builds only what its new
+ * addresses need.) Then trims what is left to max_bytes. Call between
+ * batches, once a window. Returns how many were freed. */
 size_t fx_symbolizer_drop_idle(struct fx_symbolizer *s, uint64_t batch);
 
 /* Resolves @n file offsets (offsets in the ELF file, as perf mappings give them:
