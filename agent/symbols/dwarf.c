@@ -80,8 +80,7 @@ static void load_cus(struct object *o)
 		qsort(o->cu_ranges, o->n_cu_ranges, sizeof(*o->cu_ranges), cmp_cu_range);
 	/* The walk touched a page of nearly every CU of a mapped copy: let
 	 * them go now; the look-ups bring back the few they read. */
-	if (o->dw_mapped)
-		sym_inflated_release_pages(o->dw_elf);
+	sym_inflated_release_pages(o->dw_map, o->dw_map_len);
 }
 
 static int add_dfunc(struct cu *c, size_t *cap, uint64_t lo, uint64_t hi, Dwarf_Off off)

@@ -41,6 +41,8 @@
 #define SECTION_MAX  ((uint64_t)1 << 32)
 #define COPY_CHUNK   (64 * 1024)
 #define SHSTRTAB_MAX 4096
+/* A copy's bound when the cache has none: a crafted header cannot ask more. */
+#define TOTAL_MAX ((uint64_t)4 << 30)
 
 struct out_section {
 	const char *name;
@@ -66,7 +68,7 @@ static int plan(Elf *src, struct out_section *v, uint64_t min_bytes, uint64_t *t
 {
 	GElf_Ehdr eh;
 	Elf_Scn *scn = NULL;
-	size_t shstrndx;
+	size_t shstrndx, names = 1 + sizeof(".shstrtab");
 	int n = 0;
 
 	*total = 0;
@@ -87,7 +89,9 @@ static int plan(Elf *src, struct out_section *v, uint64_t min_bytes, uint64_t *t
 			return -ENOTSUP;
 		if (!kept_section(name) || o->sh.sh_type == SHT_NOBITS)
 			continue;
-		if (n == MAX_SECTIONS || strlen(name) >= 256)
+		/* the copy's .shstrtab is a buffer of SHSTRTAB_MAX bytes */
+		names += strlen(name) + 1;
+		if (n == MAX_SECTIONS || names > SHSTRTAB_MAX)
 			return -ENOTSUP;
 		o->name = name;
 		o->zlib = false;
@@ -107,6 +111,8 @@ static int plan(Elf *src, struct out_section *v, uint64_t min_bytes, uint64_t *t
 		*total += o->size;
 		n++;
 	}
+	if (*total > TOTAL_MAX)
+		return -EFBIG;
 	return n && *total >= min_bytes ? n : -ENOTSUP;
 }
 
@@ -251,38 +257,46 @@ static void copy_name(const uint8_t *id, size_t id_len, const struct stat *st, c
 	snprintf(out, len, "%s-%016" PRIx64 ".debug", hex, h);
 }
 
-/* The copy @name if it is ours, whole and of build-id @id: mapped. */
-static int open_copy(int dirfd, const char *name, const uint8_t *id, size_t id_len, int *fd_out,
-		     Elf **elf_out)
+/* The copy @name if it is ours, whole and of build-id @id: mapped by us
+ * (read-only, private) and read by libelf from memory, so that the pages
+ * given back are known to be the copy's and nothing else. */
+static int open_copy(int dirfd, const char *name, const uint8_t *id, size_t id_len,
+		     struct sym_mapped *out)
 {
 	uint8_t got[FX_BUILD_ID_MAX];
 	struct stat st;
+	void *map;
 	Elf *elf;
 	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 022) || st.st_nlink != 1 ||
+	    (st.st_mode & 022) || st.st_nlink != 1 || st.st_size < (off_t)sizeof(Elf64_Ehdr) ||
 	    fx_elf_build_id_fd(fd, got, sizeof(got)) != (int)id_len ||
 	    memcmp(got, id, id_len) != 0) {
 		close(fd);
 		return -EBADF;
 	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED) {
+		close(fd);
+		return -ENOMEM;
+	}
+	elf = elf_memory(map, (size_t)st.st_size);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		elf_end(elf);
+		munmap(map, (size_t)st.st_size);
 		close(fd);
 		return -EBADF;
 	}
 	futimens(fd, NULL); /* last use: the cache's bound goes by it */
-	*fd_out = fd;
-	*elf_out = elf;
+	*out = (struct sym_mapped){ .fd = fd, .elf = elf, .map = map, .len = (size_t)st.st_size };
 	return 0;
 }
 
 int sym_inflated_open(struct fx_symbolizer *s, Elf *src, int src_fd, const uint8_t *id,
-		      size_t id_len, int *fd_out, Elf **elf_out)
+		      size_t id_len, struct sym_mapped *out)
 {
 	struct out_section v[MAX_SECTIONS];
 	char name[2 * FX_BUILD_ID_MAX + 32], tmp[sizeof(name) + 32];
@@ -294,7 +308,7 @@ int sym_inflated_open(struct fx_symbolizer *s, Elf *src, int src_fd, const uint8
 	    fstat(src_fd, &st) != 0)
 		return -ENOENT;
 	copy_name(id, id_len, &st, name, sizeof(name));
-	ret = open_copy(s->inflated_fd, name, id, id_len, fd_out, elf_out);
+	ret = open_copy(s->inflated_fd, name, id, id_len, out);
 	if (ret == 0) {
 		s->stats.inflated_hits++;
 		return 0;
@@ -327,18 +341,13 @@ int sym_inflated_open(struct fx_symbolizer *s, Elf *src, int src_fd, const uint8
 	s->stats.inflated_bytes += total;
 	if (s->inflated_max_bytes)
 		fx_debuginfod_trim(s->cache_dir, s->inflated_max_bytes, NULL);
-	return open_copy(s->inflated_fd, name, id, id_len, fd_out, elf_out);
+	return open_copy(s->inflated_fd, name, id, id_len, out);
 }
 
-void sym_inflated_release_pages(Elf *elf)
+void sym_inflated_release_pages(void *map, size_t len)
 {
-	size_t size = 0;
-	char *p = elf ? elf_rawfile(elf, &size) : NULL;
-	long page = sysconf(_SC_PAGESIZE);
-
-	/* The mapping starts at a page: libelf mapped the whole file. */
-	if (p && size && page > 0 && ((uintptr_t)p % (uintptr_t)page) == 0)
-		madvise(p, size, MADV_DONTNEED);
+	if (map && len)
+		madvise(map, len, MADV_DONTNEED);
 }
 
 int sym_inflated_setup(struct fx_symbolizer *s, const char *cache_dir, uint64_t max_bytes)

@@ -12,6 +12,7 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -206,10 +207,13 @@ void sym_release_dwarf(struct fx_symbolizer *s, struct object *o)
 	if (o->alt_elf)
 		elf_end(o->alt_elf);
 	sym_close_elf(&o->dw_fd, &o->dw_elf);
+	if (o->dw_map)
+		munmap(o->dw_map, o->dw_map_len);
+	o->dw_map = NULL;
+	o->dw_map_len = 0;
 	o->dw = o->alt_dw = NULL;
 	o->alt_elf = NULL;
 	o->dw_parked = false;
-	o->dw_mapped = false;
 	free_cu_tables(o);
 	s->dw_bytes -= o->dw_bytes;
 	o->dw_bytes = 0;
@@ -226,8 +230,7 @@ void sym_park_dwarf(struct fx_symbolizer *s, struct object *o)
 		dwarf_end(o->alt_dw);
 	o->dw = o->alt_dw = NULL;
 	o->dw_parked = true;
-	if (o->dw_mapped)
-		sym_inflated_release_pages(o->dw_elf);
+	sym_inflated_release_pages(o->dw_map, o->dw_map_len);
 	s->dw_bytes -= o->dw_bytes - o->dw_sections_bytes;
 	o->dw_bytes = o->dw_sections_bytes;
 }
@@ -274,20 +277,18 @@ uint64_t sym_heap_bytes(void)
 /* Takes @elf and @fd (both consumed) as @o's DWARF, within the budget. */
 static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, int fd)
 {
+	struct sym_mapped m;
 	uint64_t bytes, heap0, heap;
-	Elf *celf;
-	int cfd;
 
 	/* Mapped from an inflated copy, the sections are not the heap's. */
-	o->dw_mapped = false;
-	if (sym_inflated_open(s, elf, fd, o->dw_id_len ? o->dw_id : NULL, o->dw_id_len, &cfd,
-			      &celf) == 0) {
+	if (sym_inflated_open(s, elf, fd, o->dw_id_len ? o->dw_id : NULL, o->dw_id_len, &m) == 0) {
 		sym_close_elf(&fd, &elf);
-		elf = celf;
-		fd = cfd;
-		o->dw_mapped = true;
+		elf = m.elf;
+		fd = m.fd;
+		o->dw_map = m.map;
+		o->dw_map_len = m.len;
 	}
-	bytes = o->dw_mapped ? 0 : dwarf_bytes(elf);
+	bytes = o->dw_map ? 0 : dwarf_bytes(elf);
 
 	while (s->dw_bytes + bytes > s->max_bytes) {
 		size_t v = sym_lru_object(s, true, false, o);

@@ -150,7 +150,9 @@ struct object {
 	/* Parked at a window's end (sym_park_dwarf): the Dwarf and its tables
 	 * freed, dw_elf kept with its sections read (and inflated). */
 	bool dw_parked;
-	bool dw_mapped;	  /* dw_elf is an inflated copy, mapped (inflated.c) */
+	/* dw_elf is over an inflated copy mapped here (inflated.c), or NULL */
+	void *dw_map;
+	size_t dw_map_len;
 	char *dw_path;	  /* to read it again after a release; NULL if not possible */
 	char *debug_path; /* the debug file whose names are used, or NULL */
 	uint8_t dw_id[FX_BUILD_ID_MAX];
@@ -219,13 +221,19 @@ struct dw_level {
 /* Opens the inflated copy of the debug file @src (@src_fd, build-id @id),
  * writing it first if there is none and the file is worth one (64-bit,
  * not relocatable, debug sections of inflated_min_bytes or more, zlib or
- * not compressed). Returns 0 with the copy's fd and Elf (mapped), or
- * -errno: then @src is read as it is. */
+ * not compressed). Returns 0 with the copy's fd, mapping and Elf over it
+ * in @out, or -errno: then @src is read as it is. */
+struct sym_mapped {
+	int fd;
+	Elf *elf; /* over map (elf_memory) */
+	void *map;
+	size_t len;
+};
 int sym_inflated_open(struct fx_symbolizer *s, Elf *src, int src_fd, const uint8_t *id,
-		      size_t id_len, int *fd_out, Elf **elf_out);
-/* Lets the pages of the mapped copy @elf go from the agent's memory (they
- * stay in the page cache, and come back on the next touch). */
-void sym_inflated_release_pages(Elf *elf);
+		      size_t id_len, struct sym_mapped *out);
+/* Lets the pages of a mapped copy go from the agent's memory (they stay in
+ * the page cache, and come back on the next touch). */
+void sym_inflated_release_pages(void *map, size_t len);
 /* Makes <@cache_dir>/inflated (0700) for the copies, bounded with the
  * cache at @max_bytes. A directory that cannot be the agent's alone means
  * no copies (logged at debug level). Returns 0 or -ENOMEM. */
