@@ -57,8 +57,10 @@ void upl_set_error(const struct fx_uploader *u, struct fx_upload_result *res, co
 int64_t upl_parse_retry_after(const char *v, size_t len)
 {
 	char buf[128];
+	struct timespec now;
 	uint64_t s = 0;
-	time_t when, now;
+	int64_t ms;
+	time_t when;
 	size_t i;
 
 	while (len && (*v == ' ' || *v == '\t')) {
@@ -78,8 +80,16 @@ int64_t upl_parse_retry_after(const char *v, size_t len)
 		when = curl_getdate(buf, NULL);
 		if (when == -1)
 			return -1;
-		now = time(NULL);
-		s = when > now ? (uint64_t)(when - now) : 0;
+		/*
+		 * To the millisecond, from the precise clock: time() reads the
+		 * coarse one, which may still show the second before the
+		 * collector's, and a date 3 s ahead became 4 s.
+		 */
+		clock_gettime(CLOCK_REALTIME, &now);
+		if (when > now.tv_sec + MAX_RETRY_AFTER_S)
+			return (int64_t)MAX_RETRY_AFTER_S * 1000;
+		ms = ((int64_t)when - now.tv_sec) * 1000 - now.tv_nsec / 1000000;
+		return ms > 0 ? ms : 0;
 	}
 	if (s > MAX_RETRY_AFTER_S)
 		s = MAX_RETRY_AFTER_S;

@@ -624,7 +624,10 @@ static void test_retry_after(void **state)
 	assert_int_equal(res.status, 503);
 	assert_int_equal(res.retry_after_ms, 4000);
 
-	/* an HTTP date: whole seconds, so 2 or 3 s from now */
+	/*
+	 * An HTTP date 3 s ahead, in whole seconds: the wait is what is left
+	 * of it, 2-3 s, never more (time()'s coarse clock once made it 4 s).
+	 */
 	send_to("/429-date:3/{id}", false, &res);
 	assert_int_equal(res.outcome, FX_UPLOAD_RETRY);
 	assert_in_range(res.retry_after_ms, 1000, 3000);
