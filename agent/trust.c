@@ -325,3 +325,82 @@ int fx_trust_dir(const char *dir, const char *what, bool create, char *err, size
 	}
 	return fd;
 }
+
+int fx_trust_read_secret(const char *path, const char *what, size_t max, char **out, size_t *len,
+			 char *err, size_t errlen)
+{
+	static const struct fx_trust_rules rules = { .secret = true };
+	size_t got = 0, start = 0, end, i;
+	char *buf;
+	ssize_t n;
+	int fd, rc = 0;
+
+	if (out)
+		*out = NULL;
+	fd = fx_trust_open(AT_FDCWD, path, what, &rules, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
+	buf = malloc(max + 1);
+	if (!buf) {
+		close(fd);
+		snprintf(err, errlen, "%s '%s': out of memory", what, path);
+		return -ENOMEM;
+	}
+	/* One byte past the bound tells a file that is too big. */
+	while (got < max + 1) {
+		n = read(fd, buf + got, max + 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = -errno;
+			snprintf(err, errlen, "%s '%s' cannot be read: %s", what, path,
+				 strerror(-rc));
+			goto out;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got > max) {
+		rc = -EFBIG;
+		snprintf(err, errlen, "%s '%s' is more than %zu bytes", what, path, max);
+		goto out;
+	}
+	end = got;
+	while (start < end && buf[start] && strchr(" \t\r\n\v\f", buf[start]))
+		start++;
+	while (end > start && buf[end - 1] && strchr(" \t\r\n\v\f", buf[end - 1]))
+		end--;
+	if (start == end) {
+		rc = -EINVAL;
+		snprintf(err, errlen, "%s '%s' is empty; it must hold the secret", what, path);
+		goto out;
+	}
+	/* Never a byte of the secret in a message: only where the bad one is. */
+	for (i = start; i < end; i++) {
+		if ((unsigned char)buf[i] <= 0x20 || (unsigned char)buf[i] >= 0x7f) {
+			rc = -EINVAL;
+			snprintf(err, errlen,
+				 "%s '%s' has a space or a non-printable character at byte %zu; it "
+				 "must hold one secret",
+				 what, path, i + 1);
+			goto out;
+		}
+	}
+	if (out) {
+		memmove(buf, buf + start, end - start);
+		buf[end - start] = '\0';
+		explicit_bzero(buf + (end - start), got - (end - start));
+		*out = buf;
+		if (len)
+			*len = end - start;
+		buf = NULL;
+	}
+out:
+	if (buf) {
+		explicit_bzero(buf, got);
+		free(buf);
+	}
+	close(fd);
+	return rc;
+}

@@ -56,4 +56,14 @@ int fx_trust_open(int dirfd, const char *name, const char *what, const struct fx
  * or -errno with one line in @err. */
 int fx_trust_dir(const char *dir, const char *what, bool create, char *err, size_t errlen);
 
+/* Reads the secret file @path (@what names it in messages: a config key) as
+ * fx_trust_open's secret rules allow: one run of printable characters of at
+ * most @max bytes, white space around it ignored. Returns 0 with *@out the
+ * secret (malloc'ed, NUL-terminated; wipe it before freeing) and *@len its
+ * length, or -errno with one line in @err naming the file and what is wrong
+ * (missing, empty, too big, a space or a non-printable character at byte N),
+ * never a byte of the secret. With @out NULL, only checks. */
+int fx_trust_read_secret(const char *path, const char *what, size_t max, char **out, size_t *len,
+			 char *err, size_t errlen);
+
 #endif

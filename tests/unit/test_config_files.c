@@ -127,12 +127,12 @@ static void test_token(void **state)
 	       "root:root); run: chmod o-rwx '@/token'");
 
 	put(at(s, "token"), " \n\n", 0600);
-	expect(s, -EINVAL, "upload.bearer_token_file '@/token' is empty; it must hold the token");
+	expect(s, -EINVAL, "upload.bearer_token_file '@/token' is empty; it must hold the secret");
 
 	put(at(s, "token"), "tok 123\n", 0600);
 	expect(s, -EINVAL,
 	       "upload.bearer_token_file '@/token' has a space or a non-printable character at "
-	       "byte 4; it must hold one token");
+	       "byte 4; it must hold one secret");
 
 	/* Group-readable (root:fxagent 0640) is the packaged way. */
 	put(at(s, "token"), "tok-123\n", 0640);
