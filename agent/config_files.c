@@ -8,6 +8,7 @@
  */
 #include "fxagent/config.h"
 #include "fxagent/log.h"
+#include "fxagent/s3.h"
 #include "fxagent/trust.h"
 #include "fxagent/upload.h"
 
@@ -267,6 +268,14 @@ int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen)
 
 	if (c->upload.bearer_token_file)
 		rc = fx_upload_read_token(c->upload.bearer_token_file, NULL, NULL, err, errlen);
+	if (!rc && c->upload.s3.bucket) {
+		struct fx_s3_creds cr;
+
+		rc = fx_s3_creds_load(&cr, "upload.s3", c->upload.s3.access_key_id_file,
+				      c->upload.s3.secret_access_key_file, err, errlen);
+		if (!rc)
+			fx_s3_creds_wipe(&cr);
+	}
 	if (!rc)
 		rc = check_tls(c, err, errlen);
 	if (!rc)
@@ -274,7 +283,7 @@ int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen)
 	if (!rc && c->output.directory)
 		rc = fx_trust_dir(c->output.directory, "output.directory", false, err, errlen);
 	/* Without a url nothing is spooled, and the spool is never made. */
-	if (!rc && c->upload.url && c->spool.directory)
+	if (!rc && fx_config_uploads(c) && c->spool.directory)
 		rc = fx_trust_dir(c->spool.directory, "spool.directory", false, err, errlen);
 	if (!rc && c->metrics.textfile)
 		rc = check_metrics(c->metrics.textfile, err, errlen);

@@ -110,7 +110,8 @@ int fx_daemon_run(const struct fx_config *cfg, const struct fx_daemon_ctl *ctl,
 	fx_log(FX_LOG_NOTICE, "sampling %s at %u Hz, %u s windows, chunks %s %s",
 	       cfg->ntargets ? "the configured targets" : "the whole system",
 	       cfg->sampling.frequency, cfg->window.seconds,
-	       cfg->upload.url ? "uploaded from the spool in" : "in", fx_pipeline_where(d.p));
+	       fx_config_uploads(cfg) ? "uploaded from the spool in" : "in",
+	       fx_pipeline_where(d.p));
 	fx_service_notifyf("READY=1\nSTATUS=sampling %zu target%s",
 			   cfg->ntargets ? cfg->ntargets : 1, cfg->ntargets == 1 ? "" : "s");
 	ret = run(&d);

@@ -22,12 +22,14 @@
 #include "fxagent/sampler.h"
 #include "fxagent/serve.h"
 #include "fxagent/service.h"
+#include "fxagent/shipper.h"
 #include "fxagent/unwind.h"
 #include "fxagent/util.h"
 #include "fxagent/view.h"
 
-#define EXIT_USAGE 2
-#define MAX_PIDS   1024
+#define EXIT_USAGE  2
+#define EXIT_UPLOAD 3 /* --check-upload: the store refused or did not answer */
+#define MAX_PIDS    1024
 
 /* One per run, its fields in --help order.
  * NOLINTNEXTLINE(clang-analyzer-optin.performance.Padding) */
@@ -51,6 +53,7 @@ struct options {
 	/* Daemon and config */
 	const char *config;	 /* --config FILE */
 	bool check_config;	 /* --check-config [FILE] */
+	bool check_upload;	 /* --check-upload: and ask the S3 store */
 	const char *output_dir;	 /* --output-dir DIR */
 	unsigned window_seconds; /* --window SECONDS, 0 = from the config */
 	/* Which sampling flags were given: they override the config. */
@@ -83,6 +86,8 @@ static void usage(FILE *f)
 		"  -c, --config=FILE    the YAML config (default " FX_CONFIG_DEFAULT_PATH "\n"
 		"                       if it exists); the flags below override its values\n"
 		"      --check-config[=FILE]  validate FILE (or the default) and exit 0 or 2\n"
+		"      --check-upload   with --check-config: ask the S3 store (upload.s3) once\n"
+		"                       whether it accepts the credentials (exit 3 if not)\n"
 		"      --output-dir=DIR where the agent writes chunks (output.directory)\n"
 		"      --window=SECONDS window length, 1-3600 (window.seconds)\n"
 		"  --once               record once and write one profile, then exit\n"
@@ -169,6 +174,7 @@ enum {
 	OPT_UNWIND,
 	OPT_STACK_BYTES,
 	OPT_CHECK_CONFIG,
+	OPT_CHECK_UPLOAD,
 	OPT_OUTPUT_DIR,
 	OPT_WINDOW,
 	OPT_SERVE,
@@ -289,6 +295,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
+		{ "check-upload", no_argument, NULL, OPT_CHECK_UPLOAD },
 		{ "output-dir", required_argument, NULL, OPT_OUTPUT_DIR },
 		{ "window", required_argument, NULL, OPT_WINDOW },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -301,6 +308,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c, ret;
 
 	while ((c = getopt_long(argc, argv, "c:d:F:o:p:vhV", longopts, NULL)) != -1) {
+		if (c == OPT_CHECK_UPLOAD) {
+			o->check_upload = true;
+			continue;
+		}
 		if (c == OPT_CHECK_CONFIG) {
 			o->check_config = true;
 			/* --check-config FILE as well as --check-config=FILE */
@@ -450,7 +461,7 @@ static void default_output(char *buf, size_t len, const char *host)
 	snprintf(buf, len, "fxagent-%s-%s.json.gz", host, ts);
 }
 
-/* --once --output FILE, or with upload.url through the spool: says how the
+/* --once --output FILE, or with upload.url or s3 through the spool: says how the
  * upload went. Returns 0 or -errno (said). */
 static int wait_upload(struct fx_pipeline *p, const struct options *o, const char *path)
 {
@@ -460,7 +471,10 @@ static int wait_upload(struct fx_pipeline *p, const struct options *o, const cha
 	uint64_t wait_ms = 3ull * o->cfg->upload.timeout_ms;
 	int ret;
 
-	if (progress)
+	if (progress && o->cfg->upload.s3.bucket)
+		fprintf(stderr, "\ruploading to s3://%s/%s ...\033[K", o->cfg->upload.s3.bucket,
+			o->cfg->upload.s3.prefix ? o->cfg->upload.s3.prefix : "");
+	else if (progress)
 		fprintf(stderr, "\ruploading to %s ...\033[K", o->cfg->upload.url);
 	ret = fx_pipeline_drain(p, wait_ms < 30000 ? wait_ms : 30000);
 	if (ret == -EAGAIN)
@@ -572,9 +586,9 @@ static int record_once(const struct options *o, char *written, size_t written_si
 	uint64_t start_ns, cpu_start, rec_ns, cpu_rec, write_start;
 	int ret;
 
-	/* With upload.url and no --output, the snapshot goes through the spool
+	/* With upload.url or s3 and no --output, the snapshot goes through the spool
 	 * to the collector, as the agent's chunks do. */
-	if (!po.output && !o->cfg->upload.url) {
+	if (!po.output && !fx_config_uploads(o->cfg)) {
 		gethostname(host, sizeof(host) - 1);
 		default_output(outbuf, sizeof(outbuf), host);
 		po.output = outbuf;
@@ -637,6 +651,30 @@ static int check_rings(const struct fx_config *cfg, const char *name)
 	return 0;
 }
 
+/* --check-upload: one signed request to the S3 store. Returns 0 or -errno
+ * (said). */
+static int check_upload(const struct fx_config *cfg)
+{
+	char host[256] = "", msg[1024];
+	int ret;
+
+	if (!cfg->upload.s3.bucket) {
+		fx_log(FX_LOG_ERR, "--check-upload: no upload.s3 in the config%s",
+		       cfg->upload.url ? " (upload.url is not asked: a request there is a chunk)"
+				       : "");
+		return -EINVAL;
+	}
+	gethostname(host, sizeof(host) - 1);
+	if (fx_config_label(cfg, "host"))
+		snprintf(host, sizeof(host), "%s", fx_config_label(cfg, "host"));
+	ret = fx_shipper_check_upload(cfg, host, msg, sizeof(msg));
+	if (ret)
+		fx_log(FX_LOG_ERR, "upload.s3: %s", msg);
+	else
+		printf("upload.s3: ok: %s\n", msg);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	struct options o = {
@@ -659,8 +697,18 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	if (o.check_config) {
 		ret = check_rings(&cfg, o.config ? o.config : "defaults");
+		if (ret == 0 && o.check_upload)
+			ret = check_upload(&cfg);
 		fx_config_release(&cfg);
-		return ret < 0 ? EXIT_USAGE : 0;
+		return ret == -EACCES || ret == -ENOENT || ret == -EXDEV || ret == -EIO
+			       ? EXIT_UPLOAD
+		       : ret < 0 ? EXIT_USAGE
+				 : 0;
+	}
+	if (o.check_upload) {
+		fx_log(FX_LOG_ERR, "--check-upload goes with --check-config");
+		fx_config_release(&cfg);
+		return EXIT_USAGE;
 	}
 	fx_log_set_level((enum fx_log_level)cfg.log.level);
 	/* What --once samples is what the config says, flags included. */

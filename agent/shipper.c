@@ -197,15 +197,26 @@ static void *run(void *arg)
 	return NULL;
 }
 
-int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_shipper **out)
+/* The uploader @cfg says, for @host. Returns 0 or -errno (logged). */
+static int new_uploader(const struct fx_config *cfg, const char *host, struct fx_uploader **out)
 {
 	const char *headers[FX_CONFIG_MAX_LABELS + 1];
 	char hbuf[FX_CONFIG_MAX_LABELS][512];
-	struct fx_spool_opts so = { .directory = cfg->spool.directory,
-				    .max_bytes = cfg->spool.max_bytes,
-				    .max_age_s = cfg->spool.max_age_s };
+	char labels[1024]; /* S3 holds 2 KiB of metadata in all */
+	const struct fx_upload_s3 s3 = {
+		.endpoint = cfg->upload.s3.endpoint,
+		.region = cfg->upload.s3.region,
+		.bucket = cfg->upload.s3.bucket,
+		.prefix = cfg->upload.s3.prefix,
+		.access_key_id_file = cfg->upload.s3.access_key_id_file,
+		.secret_access_key_file = cfg->upload.s3.secret_access_key_file,
+		.storage_class = cfg->upload.s3.storage_class,
+		.labels = labels,
+		.path_style = cfg->upload.s3.path_style,
+	};
 	struct fx_upload_opts uo = {
 		.url = cfg->upload.url,
+		.s3 = cfg->upload.s3.bucket ? &s3 : NULL,
 		.put = cfg->upload.put,
 		.headers = headers,
 		.bearer_token_file = cfg->upload.bearer_token_file,
@@ -216,8 +227,6 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 		.connect_timeout_ms = cfg->upload.connect_timeout_ms,
 		.timeout_ms = cfg->upload.timeout_ms,
 	};
-	struct fx_shipper *s;
-	int ret;
 
 	for (size_t i = 0; i < cfg->upload.nheaders; i++) {
 		snprintf(hbuf[i], sizeof(hbuf[i]), "%s: %s", cfg->upload.headers[i].key,
@@ -225,6 +234,43 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 		headers[i] = hbuf[i];
 	}
 	headers[cfg->upload.nheaders] = NULL;
+	/* The config's labels, as an S3 object's metadata holds them. */
+	labels[0] = '\0';
+	for (size_t i = 0, n = 0; i < cfg->nlabels && n < sizeof(labels); i++) {
+		int w = snprintf(labels + n, sizeof(labels) - n, "%s%s=%s", i ? "," : "",
+				 cfg->labels[i].key, cfg->labels[i].value);
+
+		if (w < 0 || (size_t)w >= sizeof(labels) - n) {
+			labels[n] = '\0'; /* whole labels only */
+			break;
+		}
+		n += (size_t)w;
+	}
+	return fx_upload_new(&uo, host, out);
+}
+
+int fx_shipper_check_upload(const struct fx_config *cfg, const char *host, char *msg, size_t len)
+{
+	struct fx_uploader *up = NULL;
+	int ret = new_uploader(cfg, host, &up);
+
+	if (ret) {
+		snprintf(msg, len, "the uploader cannot start (said above)");
+		return ret;
+	}
+	ret = fx_upload_check(up, msg, len);
+	fx_upload_free(up);
+	return ret;
+}
+
+int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_shipper **out)
+{
+	struct fx_spool_opts so = { .directory = cfg->spool.directory,
+				    .max_bytes = cfg->spool.max_bytes,
+				    .max_age_s = cfg->spool.max_age_s };
+	struct fx_shipper *s;
+	int ret;
+
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -234,7 +280,7 @@ int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_sh
 	pthread_cond_init(&s->cv, NULL);
 	ret = fx_spool_open(&so, &s->spool);
 	if (ret == 0)
-		ret = fx_upload_new(&uo, host, &s->up);
+		ret = new_uploader(cfg, host, &s->up);
 	if (ret == 0) {
 		ret = -pthread_create(&s->thread, NULL, run, s);
 		if (ret < 0)

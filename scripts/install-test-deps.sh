@@ -25,10 +25,15 @@ fi
 # debug files from it inside a private network namespace (ip link set lo up).
 # sqlite3, xz-utils: Debian's stripped programs that integration.stripped_perf
 # profiles beside perf, with python3 and perl (perl-base is always there).
+# ceph-mon, ceph-osd, radosgw (Ceph 16.2) and curl: integration.s3 and
+# bench/s3.py run a one-node Ceph cluster whose radosgw is a real S3 store
+# (tests/integration/fxceph.py); like nginx, none of it starts by itself.
+# faketime: integration.s3 runs the agent an hour ahead of the store.
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
 	sqlite3 xz-utils \
 	openssl nginx-light debuginfod iproute2 \
+	ceph-mon ceph-osd radosgw ceph-common curl faketime \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
 	clang-tidy cppcheck clang-14 libclang-rt-14-dev

@@ -218,6 +218,13 @@ void fx_config_release(struct fx_config *c)
 	free(c->symbolization.debuginfod_urls);
 	free(c->symbolization.debuginfod_cache);
 	free(c->upload.url);
+	free(c->upload.s3.bucket);
+	free(c->upload.s3.region);
+	free(c->upload.s3.endpoint);
+	free(c->upload.s3.prefix);
+	free(c->upload.s3.access_key_id_file);
+	free(c->upload.s3.secret_access_key_file);
+	free(c->upload.s3.storage_class);
 	for (i = 0; i < c->upload.nheaders; i++) {
 		free(c->upload.headers[i].key);
 		free(c->upload.headers[i].value);

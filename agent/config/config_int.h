@@ -64,6 +64,8 @@ int cfg_build_tree(struct ctx *x, const char *text, size_t len, struct node **ro
 void cfg_node_free(struct node *n);
 /* @len bytes of @s and a NUL, or NULL. */
 char *cfg_dup_mem(const void *s, size_t len);
+/* *@out replaced by a copy of @len bytes of @s. Returns 0 or -ENOMEM (said). */
+int cfg_set_str(struct ctx *x, char **out, const char *s, size_t len);
 
 /* ---- message.c ---------------------------------------------------------- */
 

@@ -28,7 +28,6 @@ static int get_url(struct ctx *x, const struct node *n, const char *path, char *
 	char buf[SHOW_BUF], w[96];
 	const char *s, *p, *end;
 	size_t len, i, sl = 0;
-	char *d;
 	int r;
 
 	r = cfg_check_optional(x, n, path, out);
@@ -69,12 +68,7 @@ static int get_url(struct ctx *x, const struct node *n, const char *path, char *
 				    cfg_show(p, (size_t)(end + 1 - p), true, buf, sizeof(buf)));
 		p = end;
 	}
-	d = cfg_dup_mem(s, len);
-	if (!d)
-		return cfg_nomem(x);
-	free(*out);
-	*out = d;
-	return 0;
+	return cfg_set_str(x, out, s, len);
 }
 
 static bool is_header_name(const char *s, size_t len)
@@ -246,7 +240,7 @@ static int get_retry(struct ctx *x, const struct node *n)
 	return r;
 }
 
-enum { URL, METHOD, HEADERS, TOKEN, CA, CERT, KEY, INSECURE, CONNECT, TIMEOUT, RETRY, NK };
+enum { URL, METHOD, HEADERS, TOKEN, CA, CERT, KEY, INSECURE, CONNECT, TIMEOUT, RETRY, S3, NK };
 static const char *const upload_keys[NK] = { "url",
 					     "method",
 					     "headers",
@@ -257,7 +251,8 @@ static const char *const upload_keys[NK] = { "url",
 					     "insecure_skip_verify",
 					     "connect_timeout",
 					     "timeout",
-					     "retry" };
+					     "retry",
+					     "s3" };
 
 /* The bearer token file and the TLS files, among the values @v and keys @k
  * of the upload section. */
@@ -310,6 +305,134 @@ static int get_timeouts(struct ctx *x, const struct node *const *v)
 	return r;
 }
 
+/* A string of @min to @max bytes whose bytes all pass @ok, into *@out. */
+static int get_word(struct ctx *x, const struct node *n, const char *path, const char *what,
+		    size_t min, size_t max, bool (*ok)(unsigned char c, size_t i), char **out)
+{
+	const char *s;
+	size_t len, i;
+	int r;
+
+	r = cfg_get_text(x, n, path, what, &s, &len);
+	if (r)
+		return r;
+	for (i = 0; i < len && ok((unsigned char)s[i], i); i++)
+		;
+	if (len < min || len > max || i < len)
+		return cfg_expected_str(x, n, path, what);
+	return cfg_set_str(x, out, s, len);
+}
+
+/* S3's rules for a bucket's name (3-63 of a-z 0-9 . -, a letter or digit
+ * first); the rest of them (last, "..") the store checks. */
+static bool bucket_char(unsigned char c, size_t i)
+{
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (i && (c == '.' || c == '-'));
+}
+
+static bool region_char(unsigned char c, size_t i)
+{
+	(void)i;
+	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+static bool class_char(unsigned char c, size_t i)
+{
+	(void)i;
+	return (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+/* A prefix: printable ASCII, not starting with '/' (S3 keys would start
+ * with an empty segment). */
+static bool prefix_char(unsigned char c, size_t i)
+{
+	return c > 0x20 && c < 0x7f && (i || c != '/');
+}
+
+/* http(s)://host[:port] and nothing after it but a '/'. */
+static int get_endpoint(struct ctx *x, const struct node *n, char **out)
+{
+	const char *what = "an http:// or https:// URL of a host, such as https://s3.example.com "
+			   "or http://127.0.0.1:7480 (no path)";
+	const char *path = "upload.s3.endpoint";
+	const char *s, *h;
+	size_t len;
+	int r;
+
+	r = cfg_get_text(x, n, path, what, &s, &len);
+	if (r)
+		return r;
+	h = !strncasecmp(s, "https://", 8) ? s + 8 : !strncasecmp(s, "http://", 7) ? s + 7 : NULL;
+	if (!h || h == s + len || len > URL_MAX || memchr(s, ' ', len) || strchr("/?#@", *h))
+		return cfg_expected_str(x, n, path, what);
+	for (const char *p = h; p < s + len; p++) {
+		if (strchr("?#@", *p) || (*p == '/' && p != s + len - 1))
+			return cfg_expected_str(x, n, path, what);
+	}
+	return cfg_set_str(x, out, s, len - (s[len - 1] == '/'));
+}
+
+static int get_s3(struct ctx *x, const struct node *n)
+{
+	enum { BUCKET, REGION, ENDPOINT, PREFIX, ID_FILE, SECRET_FILE, PATH_STYLE, CLASS, NS };
+	static const char *const keys[NS] = { "bucket",
+					      "region",
+					      "endpoint",
+					      "prefix",
+					      "access_key_id_file",
+					      "secret_access_key_file",
+					      "path_style",
+					      "storage_class" };
+	struct fx_config *c = x->c;
+	const struct node *v[NS], *k[NS];
+	char sub[PATH_BUF];
+	int r;
+
+	r = cfg_get_map(x, n, "upload.s3", "a mapping", keys, NS, v, k);
+	if (r)
+		return r;
+	if (!v[BUCKET] || !v[REGION])
+		return fail(x, n, "upload.s3", "expected %s",
+			    v[BUCKET]
+				    ? "region, the bucket's region (us-east-1 for most stores but "
+				      "AWS)"
+				    : "bucket, the bucket to write to");
+	r = get_word(x, v[BUCKET], "upload.s3.bucket",
+		     "a bucket's name: 3 to 63 of a-z 0-9 . -, a letter or digit first", 3, 63,
+		     bucket_char, &c->upload.s3.bucket);
+	if (!r)
+		r = get_word(x, v[REGION], "upload.s3.region",
+			     "a region such as eu-west-1 (a-z 0-9 -, up to 32)", 1, 32, region_char,
+			     &c->upload.s3.region);
+	if (!r && v[ENDPOINT])
+		r = get_endpoint(x, v[ENDPOINT], &c->upload.s3.endpoint);
+	if (!r && v[PREFIX])
+		r = get_word(x, v[PREFIX], "upload.s3.prefix",
+			     "a key prefix of up to 512 printable characters, no space, not "
+			     "starting with '/' (such as fleet/)",
+			     0, 512, prefix_char, &c->upload.s3.prefix);
+	for (size_t i = ID_FILE; !r && i <= SECRET_FILE; i++) {
+		if (!v[i])
+			continue;
+		cfg_child_path(sub, "upload.s3", keys[i]);
+		r = cfg_get_opt_path(x, v[i], sub,
+				     i == ID_FILE ? &c->upload.s3.access_key_id_file
+						  : &c->upload.s3.secret_access_key_file);
+	}
+	if (!r && !c->upload.s3.access_key_id_file != !c->upload.s3.secret_access_key_file)
+		r = fail(x, n, "upload.s3",
+			 "expected both access_key_id_file and secret_access_key_file, or neither "
+			 "(then AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment)");
+	if (!r && v[PATH_STYLE])
+		r = cfg_get_bool(x, v[PATH_STYLE], "upload.s3.path_style",
+				 &c->upload.s3.path_style);
+	if (!r && v[CLASS])
+		r = get_word(x, v[CLASS], "upload.s3.storage_class",
+			     "a storage class such as STANDARD_IA (A-Z _)", 1, 32, class_char,
+			     &c->upload.s3.storage_class);
+	return r;
+}
+
 int cfg_get_upload(struct ctx *x, const struct node *n)
 {
 	static const char *const methods[] = { "POST", "PUT" };
@@ -337,6 +460,15 @@ int cfg_get_upload(struct ctx *x, const struct node *n)
 		r = get_timeouts(x, v);
 	if (!r && v[RETRY])
 		r = get_retry(x, v[RETRY]);
+	if (!r && v[S3] && !cfg_is_null(v[S3]))
+		r = get_s3(x, v[S3]);
+	/* One place for the chunks; a token is for url alone (method too, but
+	 * the shipped file sets it: with s3 it is not used). */
+	if (!r && c->upload.s3.bucket && (c->upload.url || c->upload.bearer_token_file))
+		r = fail(x, k[S3], "upload",
+			 "expected one of url and s3, got s3 with %s (S3 requests are signed "
+			 "with the s3 credentials)",
+			 c->upload.url ? "url" : "bearer_token_file");
 	return r;
 }
 

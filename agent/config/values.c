@@ -238,7 +238,6 @@ int cfg_get_abs_path(struct ctx *x, const struct node *n, const char *path, cons
 {
 	const char *s;
 	size_t len;
-	char *d;
 	int r;
 
 	r = cfg_get_text(x, n, path, what, &s, &len);
@@ -246,7 +245,13 @@ int cfg_get_abs_path(struct ctx *x, const struct node *n, const char *path, cons
 		return r;
 	if (!is_abs_path(s, len, no_dotdot))
 		return cfg_expected_str(x, n, path, what);
-	d = cfg_dup_mem(s, len);
+	return cfg_set_str(x, out, s, len);
+}
+
+int cfg_set_str(struct ctx *x, char **out, const char *s, size_t len)
+{
+	char *d = cfg_dup_mem(s, len);
+
 	if (!d)
 		return cfg_nomem(x);
 	free(*out);

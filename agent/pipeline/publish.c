@@ -303,7 +303,7 @@ static void switch_sinks(struct publisher *pub, struct gen *g)
 	fx_targets_gen_get(pub->p, g);
 	fx_targets_gen_put(pub->p, pub->sink_gen);
 	pub->sink_gen = g;
-	if (!g->cfg->upload.url)
+	if (!fx_config_uploads(g->cfg))
 		return;
 	if (fx_sink_spool_new(g->cfg, g->host, &s) < 0) {
 		fx_log(FX_LOG_ERR, "uploads stop until the next reload; chunks go to %s meanwhile",
@@ -626,7 +626,7 @@ static int open_sinks(struct publisher *pub, const struct gen *g)
 		if (ret < 0)
 			return ret;
 	}
-	if (g->cfg->upload.url)
+	if (fx_config_uploads(g->cfg))
 		return fx_sink_spool_new(g->cfg, g->host, &pub->spool);
 	return pub->file ? 0 : -EINVAL;
 }

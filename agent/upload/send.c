@@ -25,6 +25,7 @@ struct xfer {
 	size_t body_len, body_cap;
 	bool body_cut; /* the answer went on past body_cap: not read */
 	int64_t retry_after_ms;
+	time_t server_date; /* the answer's Date, or -1 */
 };
 
 static size_t on_read(char *buf, size_t size, size_t nmemb, void *p)
@@ -84,10 +85,18 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *p)
 	size_t len = size * nmemb;
 
 	/* A status line starts a new response (after a 100 Continue, say). */
-	if (len >= 5 && !memcmp(data, "HTTP/", 5))
+	if (len >= 5 && !memcmp(data, "HTTP/", 5)) {
 		x->retry_after_ms = -1;
-	else if (len > 12 && !strncasecmp(data, "Retry-After:", 12))
+		x->server_date = -1;
+	} else if (len > 12 && !strncasecmp(data, "Retry-After:", 12)) {
 		x->retry_after_ms = upl_parse_retry_after(data + 12, len - 12);
+	} else if (len > 5 && len < 128 && !strncasecmp(data, "Date:", 5)) {
+		char d[128];
+
+		memcpy(d, data + 5, len - 5);
+		d[len - 5] = '\0';
+		x->server_date = curl_getdate(d, NULL);
+	}
 	return len;
 }
 
@@ -110,6 +119,8 @@ static struct curl_slist *add_line(struct curl_slist *l, struct sbuf *b, bool *o
 static struct curl_slist *build_headers(const struct fx_uploader *u,
 					const struct fx_chunk_info *info)
 {
+	/* The same fields: headers for a collector, an object's metadata in S3. */
+	const char *meta = u->s3 ? "x-amz-meta-fxagent-" : "X-Fxagent-";
 	struct curl_slist *l = NULL;
 	struct sbuf b = { 0 };
 	bool oom = false;
@@ -126,28 +137,52 @@ static struct curl_slist *build_headers(const struct fx_uploader *u,
 	l = add_line(l, &b, &oom);
 	upl_sb_puts(&b, "Content-Encoding: gzip");
 	l = add_line(l, &b, &oom);
-	/* No "Expect: 100-continue" round trip: chunks are small. */
-	upl_sb_puts(&b, "Expect:");
-	l = add_line(l, &b, &oom);
-	upl_sb_puts(&b, "X-Fxagent-Host: ");
+	/* No "Expect: 100-continue" round trip: chunks are small. Not for S3:
+	 * libcurl 7.88 signs the empty header it then does not send, and the
+	 * store refuses the signature (checked with radosgw). */
+	if (!u->s3) {
+		upl_sb_puts(&b, "Expect:");
+		l = add_line(l, &b, &oom);
+	}
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Host: ");
 	upl_sb_header_escaped(&b, u->host);
 	l = add_line(l, &b, &oom);
-	upl_sb_puts(&b, "X-Fxagent-Target: ");
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Target: ");
 	upl_sb_header_escaped(&b, info->target);
 	l = add_line(l, &b, &oom);
-	upl_sb_puts(&b, "X-Fxagent-Window-Start: ");
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Window-Start: ");
 	upl_sb_puts(&b, upl_iso_basic(info->start_ms, tmp, sizeof(tmp)) ? "invalid" : tmp);
 	l = add_line(l, &b, &oom);
-	upl_sb_puts(&b, "X-Fxagent-Window-End: ");
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Window-End: ");
 	upl_sb_puts(&b, upl_iso_basic(info->end_ms, tmp, sizeof(tmp)) ? "invalid" : tmp);
 	l = add_line(l, &b, &oom);
 	snprintf(tmp, sizeof(tmp), "%" PRId64, info->seq);
-	upl_sb_puts(&b, "X-Fxagent-Seq: ");
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Seq: ");
 	upl_sb_puts(&b, tmp);
 	l = add_line(l, &b, &oom);
-	upl_sb_puts(&b, "X-Fxagent-Chunk-Id: ");
+	upl_sb_puts(&b, meta);
+	upl_sb_puts(&b, "Chunk-Id: ");
 	upl_sb_header_escaped(&b, info->id);
 	l = add_line(l, &b, &oom);
+	if (u->s3 && u->s3->labels) {
+		upl_sb_puts(&b, "x-amz-meta-fxagent-Labels: ");
+		upl_sb_header_escaped(&b, u->s3->labels);
+		l = add_line(l, &b, &oom);
+	}
+	if (u->s3) {
+		upl_sb_puts(&b, "x-amz-meta-fxagent-Format: firefox-profiler-processed-66");
+		l = add_line(l, &b, &oom);
+	}
+	if (u->s3 && u->s3->storage_class) {
+		upl_sb_puts(&b, "x-amz-storage-class: ");
+		upl_sb_puts(&b, u->s3->storage_class);
+		l = add_line(l, &b, &oom);
+	}
 	for (i = 0; i < u->n_headers; i++) {
 		upl_sb_puts(&b, u->headers[i]);
 		l = add_line(l, &b, &oom);
@@ -255,16 +290,33 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, int 
 		return 0;
 	}
 	x->retry_after_ms = -1;
+	x->server_date = -1;
 	x->fd = fd;
 	x->size = size;
-	/* Enough body that a token starting in the kept part is whole. */
-	x->body_cap = BODY_LEN + (u->auth ? strlen(u->auth) - u->token_off : 0);
+	/* Enough body that a token starting in the kept part is whole; S3's
+	 * XML error, as far as it fits. */
+	x->body_cap = u->s3 ? sizeof(x->body) - 1
+			    : BODY_LEN + (u->auth ? strlen(u->auth) - u->token_off : 0);
 
-	/* The template was checked at fx_upload_new() and gmtime() takes every
-	 * int64 millisecond: only memory can fail here. */
-	url = fx_upload_expand_url(u->url, info, u->host);
-	hdrs = url ? build_headers(u, info) : NULL;
-	if (!hdrs) {
+	hdrs = build_headers(u, info);
+	if (hdrs && u->s3) {
+		char sha[65];
+
+		ret = fx_s3_sha256_fd(fd, size, sha);
+		if (ret) {
+			upl_set_error(u, res, "cannot read chunk %s: %s", info->id, strerror(-ret));
+			goto out;
+		}
+		if (upl_s3_request(u, info, sha, &url, &hdrs)) {
+			free(url); /* said below as what it is: memory */
+			url = NULL;
+		}
+	} else if (hdrs) {
+		/* The template was checked at fx_upload_new() and gmtime() takes
+		 * every int64 millisecond: only memory can fail here. */
+		url = fx_upload_expand_url(u->url, info, u->host);
+	}
+	if (!hdrs || !url) {
 		upl_set_error(u, res, "out of memory making the request for chunk %s", info->id);
 		goto out;
 	}
@@ -290,6 +342,9 @@ int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, int 
 		upl_classify_curl(u, rc, what, shown, res);
 	} else if (file) {
 		res->outcome = FX_UPLOAD_OK;
+	} else if (u->s3) {
+		upl_s3_classify(u, shown, x->body, x->body_len, x->retry_after_ms, x->server_date,
+				res);
 	} else {
 		upl_classify_status(u, what, shown, x->retry_after_ms, res);
 	}

@@ -9,6 +9,8 @@
  *   send.c      fx_upload_send(): one request (headers, body, callbacks)
  *   outcome.c   the answer: OK, RETRY or REJECT and the message (the token
  *               cut out), Retry-After, fx_upload_backoff_ms()
+ *   s3_sink.c   upload.s3: the credentials, each chunk's key, metadata and
+ *               signature, and what an S3 error answer means
  * Functions shared between these files are upl_<verb>.
  */
 #ifndef FXAGENT_UPLOAD_INT_H
@@ -17,17 +19,28 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
+#include "fxagent/s3.h"
 #include "fxagent/upload.h"
 
 #define MAX_TOKEN_BYTES 8192
 #define BODY_LEN	(sizeof(((struct fx_upload_result *)0)->body) - 1)
 
+/* upload.s3's options, copied, and the credentials. */
+struct upl_s3 {
+	struct fx_s3_where where; /* into the strings below */
+	char *endpoint, *region, *bucket, *prefix, *storage_class, *labels;
+	char *id_file, *secret_file;
+	struct fx_s3_creds creds;
+};
+
 struct fx_uploader {
 	CURL *curl;
-	char *url; /* the template */
+	struct upl_s3 *s3; /* upload.s3, or NULL: url */
+	char *url;	   /* the template */
 	char *host;
 	char **headers; /* the user's, validated */
 	size_t n_headers;
@@ -82,5 +95,24 @@ void upl_classify_status(struct fx_uploader *u, const char *what, const char *sh
 /* The outcome of a transfer libcurl failed with @rc: always RETRY. */
 void upl_classify_curl(struct fx_uploader *u, CURLcode rc, const char *what, const char *shown,
 		       struct fx_upload_result *res);
+
+/* ---- s3_sink.c ---------------------------------------------------------- */
+
+/* Checks and copies @o into u->s3 and loads the credentials. Returns 0 or
+ * -errno (logged). */
+int upl_s3_new(struct fx_uploader *u, const struct fx_upload_s3 *o);
+void upl_s3_free(struct upl_s3 *s);
+/* Reads the credentials again; on failure keeps those held. 0 or -errno. */
+int upl_s3_reload(struct fx_uploader *u);
+/* The object URL of chunk @info into *@url (malloc'ed), and the request's
+ * signature set on u->curl over the body's SHA-256 @sha (hex), its headers
+ * added to *@hdrs. Returns 0, or -ENOMEM (or -ENAMETOOLONG, -EINVAL: not for
+ * a chunk of the spool's). */
+int upl_s3_request(struct fx_uploader *u, const struct fx_chunk_info *info, const char *sha,
+		   char **url, struct curl_slist **hdrs);
+/* The outcome of S3's answer with status res->status and the start of its
+ * body (@body, @len), its Date header @server_date (-1 if none). */
+void upl_s3_classify(struct fx_uploader *u, const char *shown, const char *body, size_t len,
+		     int64_t retry_after_ms, time_t server_date, struct fx_upload_result *res);
 
 #endif

@@ -64,8 +64,15 @@ static bool is_tchar(unsigned char c)
  * and not a header fxagent sets itself. Values are never logged (secrets). */
 static int check_header(const char *h, size_t idx, bool have_token)
 {
-	static const char *const ours[] = { "content-type", "content-encoding", "content-length",
-					    "transfer-encoding", "expect" };
+	static const char *const ours[] = { "content-type",
+					    "content-encoding",
+					    "content-length",
+					    "transfer-encoding",
+					    "expect",
+					    "x-amz-content-sha256",
+					    "x-amz-date",
+					    "x-amz-security-token",
+					    "x-amz-storage-class" };
 	const char *v;
 	size_t n = 0, i;
 
@@ -94,11 +101,12 @@ static int check_header(const char *h, size_t idx, bool have_token)
 		if (strlen(ours[i]) == n && !strncasecmp(h, ours[i], n))
 			goto ours;
 	}
-	if (n >= 10 && !strncasecmp(h, "x-fxagent-", 10))
+	if ((n >= 10 && !strncasecmp(h, "x-fxagent-", 10)) ||
+	    (n >= 19 && !strncasecmp(h, "x-amz-meta-fxagent-", 19)))
 		goto ours;
 	if (have_token && n == 13 && !strncasecmp(h, "authorization", 13)) {
 		fx_err("upload.headers: header %zu (Authorization) clashes with "
-		       "upload.bearer_token_file; keep one of them",
+		       "upload.bearer_token_file or upload.s3; keep one of them",
 		       idx + 1);
 		return -EINVAL;
 	}
@@ -183,11 +191,16 @@ static int check_opts(const struct fx_upload_opts *opts, const char *host, size_
 		       curl_easy_strerror(curl_init_rc));
 		return -EIO;
 	}
-	ret = upl_check_url(opts->url, host);
+	if (opts->s3 && (opts->url || opts->bearer_token_file)) {
+		fx_err("upload: %s and upload.s3 are both set; keep one",
+		       opts->url ? "upload.url" : "upload.bearer_token_file");
+		return -EINVAL;
+	}
+	ret = opts->s3 ? 0 : upl_check_url(opts->url, host);
 	if (ret)
 		return ret;
 	for (n = 0; opts->headers && opts->headers[n]; n++) {
-		ret = check_header(opts->headers[n], n, opts->bearer_token_file != NULL);
+		ret = check_header(opts->headers[n], n, opts->bearer_token_file || opts->s3);
 		if (ret)
 			return ret;
 	}
@@ -234,8 +247,8 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 	size_t n = 0;
 	int ret;
 
-	if (!opts || !opts->url || !host || !out) {
-		fx_err("upload: no url or host given");
+	if (!opts || (!opts->url && !opts->s3) || !host || !out) {
+		fx_err("upload: no url, s3 or host given");
 		return -EINVAL;
 	}
 	ret = check_opts(opts, host, &n);
@@ -253,6 +266,11 @@ int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx
 	}
 	if (u->token_file) {
 		ret = read_token(u->token_file, &u->auth, &u->token_off);
+		if (ret)
+			goto err;
+	}
+	if (opts->s3) {
+		ret = upl_s3_new(u, opts->s3);
 		if (ret)
 			goto err;
 	}
@@ -287,20 +305,23 @@ void fx_upload_free(struct fx_uploader *u)
 		free(u->headers[i]);
 	free(u->headers);
 	free_auth(u->auth);
+	upl_s3_free(u->s3);
 	free(u->token_file);
 	free(u->host);
 	free(u->url);
 	free(u);
 }
 
-/* A token file that cannot be read keeps the token we have: a rotation that
- * is half done must not stop the uploads. */
+/* A token file (or S3's credentials) that cannot be read keeps what we
+ * have: a rotation that is half done must not stop the uploads. */
 int fx_upload_reload(struct fx_uploader *u)
 {
 	size_t off = 0;
 	char *auth = NULL;
 	int ret;
 
+	if (u->s3)
+		return upl_s3_reload(u);
 	if (!u->token_file)
 		return 0;
 	ret = read_token(u->token_file, &auth, &off);

@@ -280,7 +280,7 @@ static void path_free(struct fx_source *s)
 	free(p);
 }
 
-static int path_open(const char *spec, struct fx_source **out);
+static int path_open(const char *spec, const struct fx_source_opts *o, struct fx_source **out);
 
 static const struct src_ops src_path_ops = {
 	.open = path_open,
@@ -290,11 +290,12 @@ static const struct src_ops src_path_ops = {
 };
 
 /* The user named the path: a symlink to the top directory is followed. */
-static int path_open(const char *spec, struct fx_source **out)
+static int path_open(const char *spec, const struct fx_source_opts *o, struct fx_source **out)
 {
 	struct src_path *p;
 	struct stat st;
 
+	(void)o;
 	if (stat(spec, &st))
 		return fx_log_errno(FX_LOG_ERR, errno, "view: cannot read '%s'", spec);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
@@ -338,16 +339,21 @@ static size_t scheme_len(const char *spec)
 	return 0;
 }
 
-int fx_source_open(const char *spec, struct fx_source **out)
+int fx_source_open(const char *spec, const struct fx_source_opts *opts, struct fx_source **out)
 {
+	static const struct fx_source_opts none;
 	size_t k = scheme_len(spec);
 
+	if (!opts)
+		opts = &none;
 	if (!k)
-		return src_path_ops.open(spec, out);
+		return src_path_ops.open(spec, opts, out);
 	if ((k == 4 && !strncasecmp(spec, "http", 4)) || (k == 5 && !strncasecmp(spec, "https", 5)))
-		return src_http_ops.open(spec, out);
-	fx_err("view: cannot read '%s': unknown scheme '%.*s' (known: http, https, a directory or "
-	       "a file)",
+		return src_http_ops.open(spec, opts, out);
+	if (k == 2 && !strncasecmp(spec, "s3", 2))
+		return src_s3_ops.open(spec, opts, out);
+	fx_err("view: cannot read '%s': unknown scheme '%.*s' (known: http, https, s3, a directory "
+	       "or a file)",
 	       spec, (int)k, spec);
 	return -EINVAL;
 }

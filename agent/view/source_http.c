@@ -44,22 +44,6 @@
 #define TOKEN_ENV	 "FXAGENT_VIEW_TOKEN"
 #define AUTH_PREFIX	 "Authorization: Bearer "
 
-struct src_http {
-	struct fx_source base;	    /* first: the container is the same pointer */
-	char *url;		    /* without user:password@ */
-	char *user, *password;	    /* from the URL, or NULL */
-	struct curl_slist *headers; /* the bearer token, or NULL */
-	CURL *curl;		    /* for listings */
-	bool dir;
-};
-
-/* A response body, bounded. */
-struct body {
-	char *p; /* NUL-terminated (yajl wants it) */
-	size_t len, cap, max;
-	bool over, oom;
-};
-
 /* One transfer of read_each(). */
 struct xfer {
 	CURL *curl;
@@ -109,7 +93,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 	return n;
 }
 
-static void body_reset(struct body *b, size_t max)
+void src_body_reset(struct body *b, size_t max)
 {
 	free(b->p);
 	*b = (struct body){ .max = max };
@@ -146,9 +130,8 @@ static int curl_errno(CURLcode rc)
 	}
 }
 
-/* Sets the options of one GET of @url into @b on @c. */
-static int setup(const struct src_http *h, CURL *c, const char *url, struct body *b, char *errbuf,
-		 void *priv)
+int src_http_setup(const struct src_http *h, CURL *c, const char *url, struct body *b, char *errbuf,
+		   void *priv)
 {
 	CURLcode rc;
 
@@ -187,6 +170,9 @@ static int setup(const struct src_http *h, CURL *c, const char *url, struct body
 		rc = curl_easy_setopt(c, CURLOPT_USERNAME, h->user);
 	if (!rc && h->password)
 		rc = curl_easy_setopt(c, CURLOPT_PASSWORD, h->password);
+	/* The headers (the payload's hash) were made at open. */
+	if (!rc && h->s3_region && fx_s3_sign(c, &h->s3, h->s3_region, NULL, NULL))
+		rc = CURLE_OUT_OF_MEMORY;
 	if (rc) {
 		fx_err("view: libcurl refused an option for '%s': %s", url, curl_easy_strerror(rc));
 		return rc == CURLE_OUT_OF_MEMORY ? -ENOMEM : -ENOTSUP;
@@ -194,11 +180,8 @@ static int setup(const struct src_http *h, CURL *c, const char *url, struct body
 	return 0;
 }
 
-/* The outcome of the transfer of @url on @c that ended with @rc: 0 for a
- * 2xx answer read whole, else -errno, logged with "cannot @verb '@url'"
- * (a warning that says ", ignoring it" when @ignoring). */
-static int outcome(CURL *c, CURLcode rc, const struct body *b, const char *errbuf, const char *verb,
-		   const char *url, bool ignoring)
+int src_http_outcome(const struct src_http *h, CURL *c, CURLcode rc, const struct body *b,
+		     const char *errbuf, const char *verb, const char *url, bool ignoring)
 {
 	enum fx_log_level lvl = ignoring ? FX_LOG_WARN : FX_LOG_ERR;
 	const char *ign = ignoring ? ", ignoring it" : "";
@@ -234,8 +217,16 @@ static int outcome(CURL *c, CURLcode rc, const struct body *b, const char *errbu
 		       url, ign, st, where, dir ? " (a directory? end the URL with '/')" : "");
 		return -EIO;
 	}
-	if (st < 200 || st >= 300) {
+	if ((st < 200 || st >= 300) && h->s3_region) {
+		char code[64], msg[256];
+
+		fx_s3_parse_error(b->p, b->len, code, sizeof(code), msg, sizeof(msg));
+		fx_log(lvl, "cannot %s '%s'%s: HTTP %ld %s: %s", verb, url, ign, st,
+		       code[0] ? code : "(no S3 error code)", msg[0] ? msg : "no message");
+	} else if (st < 200 || st >= 300) {
 		fx_log(lvl, "cannot %s '%s'%s: HTTP %ld", verb, url, ign, st);
+	}
+	if (st < 200 || st >= 300) {
 		if (st == 404 || st == 410)
 			return -ENOENT;
 		return st == 401 || st == 403 ? -EACCES : -EIO;
@@ -356,11 +347,11 @@ static int list_dir(struct src_http *h, const char *url, unsigned depth, struct 
 	CURLcode rc;
 	int ret;
 
-	ret = setup(h, h->curl, url, &b, errbuf, NULL);
+	ret = src_http_setup(h, h->curl, url, &b, errbuf, NULL);
 	if (ret)
 		goto out;
 	rc = curl_easy_perform(h->curl);
-	ret = outcome(h->curl, rc, &b, errbuf, "list", url, !top);
+	ret = src_http_outcome(h, h->curl, rc, &b, errbuf, "list", url, !top);
 	if (ret)
 		goto out;
 	ebuf[0] = '\0';
@@ -382,7 +373,7 @@ static int list_dir(struct src_http *h, const char *url, unsigned depth, struct 
 	/* Before going down: one level's listing in memory at a time. */
 	yajl_tree_free(tree);
 	tree = NULL;
-	body_reset(&b, 0);
+	src_body_reset(&b, 0);
 	for (i = 0; !ret && i < nsubs; i++)
 		ret = list_dir(h, subs[i], depth + 1, l);
 out:
@@ -421,13 +412,13 @@ static int start(struct src_http *h, CURLM *m, struct xfer *x, size_t index,
 			return -ENOMEM;
 		}
 	}
-	body_reset(&x->b, FX_SOURCE_MAX_BYTES);
+	src_body_reset(&x->b, FX_SOURCE_MAX_BYTES);
 	/* The size the listing gave, when it is believable, saves the doubling. */
 	if (it->size >= 0 && (uint64_t)it->size < FX_SOURCE_MAX_BYTES) {
 		x->b.p = malloc((size_t)it->size + 1);
 		x->b.cap = x->b.p ? (size_t)it->size + 1 : 0;
 	}
-	ret = setup(h, x->curl, it->name, &x->b, x->errbuf, x);
+	ret = src_http_setup(h, x->curl, it->name, &x->b, x->errbuf, x);
 	if (ret)
 		return ret;
 	mc = curl_multi_add_handle(m, x->curl);
@@ -441,7 +432,8 @@ static int start(struct src_http *h, CURLM *m, struct xfer *x, size_t index,
 }
 
 /* Marks the transfers that ended as done, keeping their bodies. */
-static void finish(CURLM *m, const struct fx_source_item *items, size_t *active)
+static void finish(const struct src_http *h, CURLM *m, const struct fx_source_item *items,
+		   size_t *active)
 {
 	struct CURLMsg *msg;
 	struct xfer *x;
@@ -459,8 +451,8 @@ static void finish(CURLM *m, const struct fx_source_item *items, size_t *active)
 		curl_multi_remove_handle(m, x->curl);
 		(*active)--;
 		x->done = true;
-		x->err =
-			outcome(x->curl, rc, &x->b, x->errbuf, "read", items[x->index].name, false);
+		x->err = src_http_outcome(h, x->curl, rc, &x->b, x->errbuf, "read",
+					  items[x->index].name, false);
 	}
 }
 
@@ -486,15 +478,15 @@ static int deliver(struct xfer *x, const struct fx_source_item *items, size_t *w
 			 : d->b.p ? d->b.p
 				  : "",
 			 d->err ? 0 : d->b.len, d->err);
-		body_reset(&d->b, 0);
+		src_body_reset(&d->b, 0);
 		d->busy = d->done = false;
 		(*want)++;
 	} while (!ret);
 	return ret;
 }
 
-static int http_read_each(struct fx_source *s, const struct fx_source_item *items, size_t n,
-			  fx_source_read_fn cb, void *arg)
+int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, size_t n,
+		       fx_source_read_fn cb, void *arg)
 {
 	struct src_http *h = (struct src_http *)s;
 	struct xfer x[PARALLEL] = { 0 };
@@ -516,7 +508,7 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 				continue;
 			err = start(h, m, &x[i], next, &items[next]);
 			if (err) {
-				body_reset(&x[i].b, 0);
+				src_body_reset(&x[i].b, 0);
 				x[i] = (struct xfer){ .curl = x[i].curl,
 						      .index = next,
 						      .busy = true,
@@ -532,7 +524,7 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 			continue;
 		mc = curl_multi_perform(m, &running);
 		if (!mc)
-			finish(m, items, &active);
+			finish(h, m, items, &active);
 		if (!mc && active)
 			mc = curl_multi_poll(m, NULL, 0, 1000, NULL);
 		if (mc) {
@@ -552,7 +544,7 @@ static int http_read_each(struct fx_source *s, const struct fx_source_item *item
 
 /* ---- open and free ---- */
 
-static void http_free(struct fx_source *s)
+void src_http_free(struct fx_source *s)
 {
 	struct src_http *h = (struct src_http *)s;
 	struct curl_slist *l;
@@ -567,6 +559,8 @@ static void http_free(struct fx_source *s)
 	curl_free(h->user);
 	curl_free(h->password);
 	curl_easy_cleanup(h->curl);
+	fx_s3_creds_wipe(&h->s3);
+	free(h->s3_region);
 	free(h->url);
 	free(h);
 }
@@ -647,17 +641,26 @@ out:
 	return ret;
 }
 
-static int http_open(const char *spec, struct fx_source **out)
+int src_http_global_init(void)
 {
-	struct src_http *h;
-	char shown[1024];
-	int ret;
-
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK) {
 		fx_err("view: libcurl initialization failed: %s", curl_easy_strerror(curl_init_rc));
 		return -EIO;
 	}
+	return 0;
+}
+
+static int http_open(const char *spec, const struct fx_source_opts *o, struct fx_source **out)
+{
+	struct src_http *h;
+	char shown[1024];
+	int ret;
+
+	(void)o;
+	ret = src_http_global_init();
+	if (ret)
+		return ret;
 	url_shown(spec, shown, sizeof(shown));
 	h = calloc(1, sizeof(*h));
 	if (!h) {
@@ -676,7 +679,7 @@ static int http_open(const char *spec, struct fx_source **out)
 	if (ret) {
 		if (ret == -ENOMEM)
 			fx_err("view: out of memory opening '%s'", shown);
-		http_free(&h->base);
+		src_http_free(&h->base);
 		return ret;
 	}
 	h->base.name = h->url;
@@ -688,6 +691,6 @@ static int http_open(const char *spec, struct fx_source **out)
 const struct src_ops src_http_ops = {
 	.open = http_open,
 	.list = http_list,
-	.read_each = http_read_each,
-	.free = http_free,
+	.read_each = src_http_read_each,
+	.free = src_http_free,
 };

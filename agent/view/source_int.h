@@ -3,7 +3,9 @@
  * sees (include/fxagent/source.h is the module's contract).
  *   source.c       fx_source_*: the kind picked from the spec, the listing
  *                  sorted; the path kind (a directory or one file)
- *   source_http.c  the http:// and https:// kind (nginx's JSON autoindex)
+ *   source_http.c  the http:// and https:// kind (nginx's JSON autoindex),
+ *                  and the transfers the s3:// kind makes too
+ *   source_s3.c    the s3:// kind: ListObjectsV2, narrowed by the key layout
  * Each kind is one struct src_ops; its own state embeds struct fx_source
  * first. Functions shared between these files are src_<verb>.
  */
@@ -14,6 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <curl/curl.h>
+
+#include "fxagent/s3.h"
 #include "fxagent/source.h"
 
 /* Entries (files and directories) one listing may visit: a tree or a server
@@ -31,8 +36,8 @@ struct src_list {
 };
 
 struct src_ops {
-	/* Returns 0 with *out set, or -errno (logged). */
-	int (*open)(const char *spec, struct fx_source **out);
+	/* Returns 0 with *out set, or -errno (logged). @o is never NULL. */
+	int (*open)(const char *spec, const struct fx_source_opts *o, struct fx_source **out);
 	/* Adds the chunk files to @l, in any order. Returns 0 or -errno (logged). */
 	int (*list)(struct fx_source *s, struct src_list *l);
 	int (*read_each)(struct fx_source *s, const struct fx_source_item *items, size_t n,
@@ -46,6 +51,45 @@ struct fx_source {
 };
 
 extern const struct src_ops src_http_ops;
+extern const struct src_ops src_s3_ops;
+
+/* An HTTP source; an s3:// one is one too, its requests signed. */
+struct src_http {
+	struct fx_source base;	    /* first: the container is the same pointer */
+	char *url;		    /* without user:password@; s3: the bucket's URL */
+	char *user, *password;	    /* from the URL, or NULL */
+	struct curl_slist *headers; /* the bearer token (s3: the payload hash, the
+				       session token), or NULL */
+	CURL *curl;		    /* for listings */
+	bool dir;
+	struct fx_s3_creds s3; /* s3: the credentials, else zero */
+	char *s3_region;       /* s3: the region; NULL for http */
+};
+
+/* A response body, bounded. */
+struct body {
+	char *p; /* NUL-terminated (yajl wants it) */
+	size_t len, cap, max;
+	bool over, oom;
+};
+
+/* libcurl's global set-up, once. Returns 0 or -EIO (logged). */
+int src_http_global_init(void);
+/* Frees what @b holds and bounds it to @max bytes. */
+void src_body_reset(struct body *b, size_t max);
+/* Sets the options of one GET of @url into @b on @c (signed for s3).
+ * Returns 0 or -errno (logged). */
+int src_http_setup(const struct src_http *h, CURL *c, const char *url, struct body *b, char *errbuf,
+		   void *priv);
+/* The outcome of the transfer of @url on @c that ended with @rc: 0 for a
+ * 2xx answer read whole, else -errno, logged with "cannot @verb '@url'" and,
+ * for s3, the Code and Message of S3's answer (a warning that says ",
+ * ignoring it" when @ignoring). */
+int src_http_outcome(const struct src_http *h, CURL *c, CURLcode rc, const struct body *b,
+		     const char *errbuf, const char *verb, const char *url, bool ignoring);
+int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, size_t n,
+		       fx_source_read_fn cb, void *arg);
+void src_http_free(struct fx_source *s);
 
 /* A name the listing takes: ends in .json.gz or .json, is no temporary
  * (".tmp" anywhere) and no dot-file. */

@@ -44,7 +44,9 @@ struct view_opts {
 	const char *listen;
 	const char *debug_dirs[MAX_FILTERS];
 	size_t ndebug_dirs;
-	char *debuginfod_urls; /* space-separated, or NULL */
+	char *debuginfod_urls;		     /* space-separated, or NULL */
+	const char *s3_endpoint, *s3_region; /* s3:// sources */
+	bool s3_path_style;
 };
 
 struct view_run {
@@ -73,8 +75,10 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: fxagent view SOURCE... [OPTION]...\n"
 		"Merge the chunks of SOURCEs into one profile for the Firefox Profiler.\n"
-		"A SOURCE is a directory (read recursively), a chunk file, or an http(s)://\n"
-		"URL of a directory listed as JSON (nginx autoindex_format json).\n"
+		"A SOURCE is a directory (read recursively), a chunk file, an http(s)://\n"
+		"URL of a directory listed as JSON (nginx autoindex_format json), or\n"
+		"s3://BUCKET/PREFIX (PREFIX as in upload.s3.prefix; the listing is narrowed\n"
+		"by --target, --host and the time before anything is read).\n"
 		"\n"
 		"Which chunks, from their own metadata (all given must hold):\n"
 		"  -t, --target=NAME    chunks of this target (repeatable: any of them)\n"
@@ -94,6 +98,13 @@ static void usage(FILE *f)
 		"      --debug-dir=DIR  debug files under DIR/.build-id/ (repeatable)\n"
 		"      --debuginfod=URL from this debuginfod server (repeatable; cached as\n"
 		"                       debuginfod-find does)\n"
+		"S3 (credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and\n"
+		"AWS_SESSION_TOKEN):\n"
+		"      --endpoint=URL   the store (default AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL\n"
+		"                       or AWS's own)\n"
+		"      --region=REGION  the bucket's region (default AWS_REGION,\n"
+		"                       AWS_DEFAULT_REGION or us-east-1)\n"
+		"      --path-style     URLs endpoint/bucket/key (Ceph, MinIO), not bucket.host\n"
 		"Where:\n"
 		"  -o, --output=FILE    write the profile to FILE (gzip; - for stdout)\n"
 		"      --serve[=ADDR:PORT]  serve it to the Firefox Profiler until Ctrl-C\n"
@@ -195,6 +206,9 @@ enum {
 	OPT_JSON,
 	OPT_DEBUG_DIR,
 	OPT_DEBUGINFOD,
+	OPT_ENDPOINT,
+	OPT_REGION,
+	OPT_PATH_STYLE,
 };
 
 /* --debuginfod URL, added to the space-separated list libdebuginfod takes. */
@@ -295,6 +309,9 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ "debug-dir", required_argument, NULL, OPT_DEBUG_DIR },
 		{ "debuginfod", required_argument, NULL, OPT_DEBUGINFOD },
+		{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
+		{ "region", required_argument, NULL, OPT_REGION },
+		{ "path-style", no_argument, NULL, OPT_PATH_STYLE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -317,6 +334,12 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 			o->open = true;
 		} else if (c == OPT_JSON) {
 			o->json = true;
+		} else if (c == OPT_ENDPOINT) {
+			o->s3_endpoint = optarg;
+		} else if (c == OPT_REGION) {
+			o->s3_region = optarg;
+		} else if (c == OPT_PATH_STYLE) {
+			o->s3_path_style = true;
 		} else if (c == '?' || view_option(c, optarg ? optarg : "", o) < 0) {
 			return -EINVAL;
 		}
@@ -326,7 +349,8 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 			return -EINVAL;
 	}
 	if (!o->nsources) {
-		fx_err("view: no SOURCE: name a directory, a chunk file or an http(s):// listing");
+		fx_err("view: no SOURCE: name a directory, a chunk file, an http(s):// listing or "
+		       "s3://BUCKET/PREFIX");
 		return -EINVAL;
 	}
 	if (o->from && o->to && o->from >= o->to) {
@@ -459,8 +483,20 @@ static int read_source(struct view_run *r, const char *spec)
 {
 	struct fx_source *s = NULL;
 	struct fx_source_item *items = NULL;
+	const struct view_opts *o = r->o;
+	const struct fx_source_opts so = {
+		.s3_endpoint = o->s3_endpoint,
+		.s3_region = o->s3_region,
+		.s3_path_style = o->s3_path_style,
+		.targets = o->targets,
+		.ntargets = o->ntargets,
+		.hosts = o->hosts,
+		.nhosts = o->nhosts,
+		.from_ms = (int64_t)o->from,
+		.to_ms = o->to > 0 ? (int64_t)o->to + 1 : 0,
+	};
 	size_t n = 0;
-	int rc = fx_source_open(spec, &s);
+	int rc = fx_source_open(spec, &so, &s);
 
 	if (rc == 0)
 		rc = fx_source_list(s, &items, &n);
@@ -685,7 +721,7 @@ int fx_view_serve_file(const char *path, const char *listen, bool open)
 	struct fx_source_item *items = NULL;
 	size_t n = 0;
 	struct fx_gzip_buf buf = { .max = SERVE_MAX_BYTES };
-	int rc = fx_source_open(path, &s);
+	int rc = fx_source_open(path, NULL, &s);
 
 	if (rc == 0)
 		rc = fx_source_list(s, &items, &n);

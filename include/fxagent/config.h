@@ -98,6 +98,15 @@ struct fx_config {
 		unsigned timeout_ms;		      /* timeout, whole request, default 60 s */
 		uint64_t initial_backoff_ms;	      /* retry.initial_backoff, default 1 s */
 		uint64_t max_backoff_ms;	      /* retry.max_backoff, default 5 min */
+		struct {
+			char *bucket;		 /* NULL (default): no S3; else in place of url */
+			char *region, *endpoint; /* endpoint NULL: AWS's, from the region */
+			char *prefix;		 /* NULL: none */
+			char *access_key_id_file, *secret_access_key_file; /* NULL: the
+									      environment */
+			char *storage_class; /* NULL: the bucket's default */
+			bool path_style;     /* default false */
+		} s3;
 	} upload;
 	struct {
 		char *directory;    /* default "/var/lib/fxagent/spool" */
@@ -142,5 +151,11 @@ void fx_config_release(struct fx_config *c);
 
 /* The value of label @key, or NULL. */
 const char *fx_config_label(const struct fx_config *c, const char *key);
+
+/* Whether chunks leave the host: upload.url or upload.s3 is set. */
+static inline bool fx_config_uploads(const struct fx_config *c)
+{
+	return c->upload.url || c->upload.s3.bucket;
+}
 
 #endif

@@ -35,6 +35,11 @@ struct fx_shipper;
  * Returns 0 or -errno (logged). */
 int fx_shipper_start(const struct fx_config *cfg, const char *host, struct fx_shipper **out);
 
+/* --check-upload: makes the uploader @cfg says (reading its credentials)
+ * and asks the store once whether it accepts them (fx_upload_check).
+ * Returns 0 with what it said in @msg, or -errno with why not. */
+int fx_shipper_check_upload(const struct fx_config *cfg, const char *host, char *msg, size_t len);
+
 /* The spool to write chunks into (fx_spool_path, then fx_spool_add). */
 struct fx_spool *fx_shipper_spool(struct fx_shipper *s);
 

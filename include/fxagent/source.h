@@ -2,10 +2,18 @@
 /* source: where `fxagent view` finds chunks.
  *
  * A source is named by one command-line word: a directory (walked
- * recursively), one file, or an http:// or https:// URL of a directory that
+ * recursively), one file, an http:// or https:// URL of a directory that
  * the server lists as JSON (nginx `autoindex on; autoindex_format json;`,
- * walked recursively). Each kind is one set of operations behind this
- * interface, so that a further kind (s3://) is an addition.
+ * walked recursively), or s3://BUCKET/PREFIX: the objects under PREFIX,
+ * listed with ListObjectsV2 and read with signed GETs (keys and credentials:
+ * include/fxagent/s3.h). Each kind is one set of operations behind this
+ * interface.
+ *
+ * An s3:// listing is narrowed by the key layout before anything is read:
+ * with targets, only their prefixes are listed; with a time, each target's
+ * listing starts at the hour before it (start-after) and stops past its
+ * end; with hosts, other hosts' keys are left out. Keys not in the layout
+ * are listed as any file would be.
  *
  * A listing holds the chunk files found (names ending in .json.gz or .json;
  * temporaries "*.tmp*", dot-files, and anything under a directory named
@@ -30,12 +38,26 @@
 #ifndef FXAGENT_SOURCE_H
 #define FXAGENT_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define FX_SOURCE_MAX_BYTES (256u << 20)
 
 struct fx_source;
+
+/* How to open a source; all may be zero. */
+struct fx_source_opts {
+	/* s3://: the store (NULL: AWS's, from the region), its region (NULL:
+	 * us-east-1), and path-style URLs. */
+	const char *s3_endpoint, *s3_region;
+	bool s3_path_style;
+	/* What the caller keeps, by the chunks' metadata: a source whose names
+	 * say it (s3:// keys) lists only what may match. */
+	const char *const *targets, *const *hosts;
+	size_t ntargets, nhosts;
+	int64_t from_ms, to_ms; /* Unix ms; 0: none */
+};
 
 struct fx_source_item {
 	char *name;   /* a path, or a full URL; names the chunk in messages */
@@ -46,7 +68,7 @@ struct fx_source_item {
  * logged (-ENOENT: no such path; -EINVAL: a scheme not known, naming it, a
  * path that is neither a directory nor a regular file, or a bad URL). Only
  * local paths are looked at here: a server is first asked by fx_source_list. */
-int fx_source_open(const char *spec, struct fx_source **out);
+int fx_source_open(const char *spec, const struct fx_source_opts *opts, struct fx_source **out);
 
 /* Lists the chunk files of @s into *items (*n of them, maybe 0; free with
  * fx_source_items_free). Returns 0 or -errno, logged with the path or URL

@@ -16,8 +16,25 @@
 
 #include "fxagent/spool.h"
 
+/* upload.s3: each chunk one object of a bucket (keys: include/fxagent/s3.h),
+ * PUT with SigV4 (libcurl's) and the body's SHA-256, its metadata in
+ * x-amz-meta-fxagent-*: host, target, window-start, window-end, seq,
+ * chunk-id, labels, format. A chunk sent twice is the same object. */
+struct fx_upload_s3 {
+	const char *endpoint; /* http(s)://host[:port]; NULL: AWS's, from the region */
+	const char *region, *bucket;
+	const char *prefix; /* of every key; NULL = none */
+	/* Both or neither; neither: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+	 * AWS_SESSION_TOKEN from the environment. */
+	const char *access_key_id_file, *secret_access_key_file;
+	const char *storage_class; /* x-amz-storage-class; NULL: the bucket's default */
+	const char *labels;	   /* "key=value,..." for the metadata; may be NULL */
+	bool path_style;	   /* endpoint/bucket/key, else bucket.endpoint/key */
+};
+
 struct fx_upload_opts {
-	const char *url;	       /* template: {host} {target} {start} {end} {seq} {id} */
+	const char *url; /* template: {host} {target} {start} {end} {seq} {id}; NULL with s3 */
+	const struct fx_upload_s3 *s3; /* in place of url, or NULL */
 	bool put;		       /* PUT, else POST */
 	const char *const *headers;    /* "Name: value", NULL-terminated; may be NULL */
 	const char *bearer_token_file; /* may be NULL */
@@ -30,7 +47,9 @@ struct fx_upload_opts {
 enum fx_upload_outcome {
 	FX_UPLOAD_OK,	  /* 2xx: the collector has it */
 	FX_UPLOAD_RETRY,  /* 5xx, 429, timeout, connection error: try again later */
-	FX_UPLOAD_REJECT, /* other 4xx (and 3xx): the collector refused the chunk */
+	FX_UPLOAD_REJECT, /* other 4xx (and 3xx): the collector refused the chunk;
+			     for S3, res->error holds the Code and Message of its
+			     answer (res->body is empty) */
 };
 
 struct fx_upload_result {
@@ -53,8 +72,9 @@ struct fx_uploader;
 int fx_upload_read_token(const char *path, char **auth, size_t *token_off, char *err,
 			 size_t errlen);
 
-/* @host names this machine in URLs and headers. Reads the token file now
- * (fx_upload_reload() reads it again). Returns 0 or -errno (logged). */
+/* @host names this machine in URLs and headers. Reads the token file (or
+ * S3's credentials) now; fx_upload_reload() reads them again. Returns 0 or
+ * -errno (logged). */
 int fx_upload_new(const struct fx_upload_opts *opts, const char *host, struct fx_uploader **out);
 void fx_upload_free(struct fx_uploader *u);
 int fx_upload_reload(struct fx_uploader *u);
@@ -70,6 +90,15 @@ int fx_upload_reload(struct fx_uploader *u);
  * Thread-safe only per uploader. */
 int fx_upload_send(struct fx_uploader *u, const struct fx_chunk_info *info, int fd, uint64_t size,
 		   uint64_t deadline_ns, struct fx_upload_result *res);
+
+/* --check-upload: with upload.s3, one signed HEAD on the bucket: 0 when
+ * the store accepts the credentials, else -EACCES (403: the key, the
+ * secret, the bucket's policy, or this host's clock, whose skew from the
+ * store's Date is said), -ENOENT (no such bucket), -EXDEV (another region:
+ * the store's x-amz-bucket-region is said), -EIO (anything else, or no
+ * answer). A collector's URL is not asked (a request there is a chunk):
+ * -ENOTSUP. One line in @msg either way; no secret in it. */
+int fx_upload_check(struct fx_uploader *u, char *msg, size_t len);
 
 /* Expands a URL template; placeholder values are URL-escaped; "{{" is a
  * literal "{". {start} and {end} are UTC ISO 8601 basic (20261121T031000Z).

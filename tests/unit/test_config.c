@@ -422,6 +422,21 @@ static char *gen_billion_laughs(void)
 #define E4  "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
 #define D70 "0123456789012345678901234567890123456789012345678901234567890123456789"
 
+static void check_s3(const struct fx_config *c)
+{
+	assert_null(c->upload.url);
+	assert_true(fx_config_uploads(c));
+	assert_string_equal(c->upload.s3.bucket, "my.bucket-1");
+	assert_string_equal(c->upload.s3.region, "eu-west-1");
+	/* The '/' after the host is dropped: URLs are made with one. */
+	assert_string_equal(c->upload.s3.endpoint, "http://127.0.0.1:7480");
+	assert_string_equal(c->upload.s3.prefix, "fleet/prod-");
+	assert_true(c->upload.s3.path_style);
+	assert_string_equal(c->upload.s3.access_key_id_file, "/etc/fxagent/s3-id");
+	assert_string_equal(c->upload.s3.secret_access_key_file, "/etc/fxagent/s3-secret");
+	assert_string_equal(c->upload.s3.storage_class, "STANDARD_IA");
+}
+
 static const struct tcase cases[] = {
 	/* Valid files. */
 	{ "empty file gives the defaults", "", 0, NULL, NULL, 0, NULL, check_defaults },
@@ -787,6 +802,44 @@ static const struct tcase cases[] = {
 	  0, NULL, NULL, 0, NULL, check_file_url },
 	{ "a null url means no upload", "upload: {url: null}\n", 0, NULL, NULL, 0, NULL,
 	  check_defaults },
+	{ "upload.s3 with every key",
+	  "upload:\n  method: POST\n  s3:\n    bucket: my.bucket-1\n    region: eu-west-1\n"
+	  "    endpoint: http://127.0.0.1:7480/\n    prefix: fleet/prod-\n    path_style: true\n"
+	  "    access_key_id_file: /etc/fxagent/s3-id\n"
+	  "    secret_access_key_file: /etc/fxagent/s3-secret\n    storage_class: STANDARD_IA\n",
+	  0, NULL, NULL, 0, NULL, check_s3 },
+	{ "upload.s3 without a region", "upload:\n  s3: {bucket: abc}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:7: upload.s3: expected region, the bucket's region (us-east-1 for most stores but "
+	  "AWS)",
+	  NULL },
+	{ "upload.s3 with a bucket S3 refuses", "upload:\n  s3: {bucket: My_Bucket, region: x}\n",
+	  0, NULL, NULL, -EINVAL,
+	  ":2:16: upload.s3.bucket: expected a bucket's name: 3 to 63 of a-z 0-9 . -, a letter or "
+	  "digit first, got \"My_Bucket\"",
+	  NULL },
+	{ "upload.s3 with an endpoint that has a path",
+	  "upload:\n  s3: {bucket: abc, region: x, endpoint: 'https://h.example/b'}\n", 0, NULL,
+	  NULL, -EINVAL,
+	  ":2:42: upload.s3.endpoint: expected an http:// or https:// URL of a host, such as "
+	  "https://s3.example.com or http://127.0.0.1:7480 (no path), got \"https://h.example/b\"",
+	  NULL },
+	{ "upload.s3 with one credentials file",
+	  "upload:\n  s3: {bucket: abc, region: x, access_key_id_file: /k}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":2:7: upload.s3: expected both access_key_id_file and secret_access_key_file, or "
+	  "neither (then AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment)",
+	  NULL },
+	{ "upload.s3 with url",
+	  "upload:\n  url: https://c.example/x\n  s3: {bucket: abc, region: x}\n", 0, NULL, NULL,
+	  -EINVAL,
+	  ":3:3: upload: expected one of url and s3, got s3 with url (S3 requests are signed "
+	  "with the s3 credentials)",
+	  NULL },
+	{ "upload.s3 with a prefix starting with /",
+	  "upload:\n  s3: {bucket: abc, region: x, prefix: /fleet}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:40: upload.s3.prefix: expected a key prefix of up to 512 printable characters, no "
+	  "space, not starting with '/' (such as fleet/), got \"/fleet\"",
+	  NULL },
 
 	/* upload.url */
 	{ "an ftp URL", "upload:\n  url: ftp://collector.example/x\n", 0, NULL, NULL, -EINVAL,
@@ -986,7 +1039,7 @@ static const struct tcase cases[] = {
 	{ "an unknown key under upload", "upload:\n  uri: https://c.example/\n", 0, NULL, NULL,
 	  -EINVAL,
 	  ":2:3: upload.uri: unknown key, expected one of url, method, headers, bearer_token_file, "
-	  "ca_file, cert_file, key_file, insecure_skip_verify, connect_timeout, timeout, retry",
+	  "ca_file, cert_file, key_file, insecure_skip_verify, connect_timeout, timeout, retry, s3",
 	  NULL },
 	{ "an unknown key under upload.retry", "upload:\n  retry:\n    max_retries: 5\n", 0, NULL,
 	  NULL, -EINVAL,
@@ -1158,6 +1211,15 @@ static void test_shipped_documents_every_key(void **state)
 		"retry:",
 		"initial_backoff:",
 		"max_backoff:",
+		"s3:",
+		"bucket:",
+		"region:",
+		"endpoint:",
+		"prefix:",
+		"path_style:",
+		"access_key_id_file:",
+		"secret_access_key_file:",
+		"storage_class:",
 		"spool:",
 		"max_bytes:",
 		"max_age:",
@@ -1222,7 +1284,9 @@ static void test_shipped_example_upload(void **state)
 		assert_non_null(p);
 		if (!strncmp(line, "upload:", 7))
 			in_upload = true;
-		else if (*line != '#' && *line != ' ' && *line != '\n')
+		/* upload.s3 goes in place of url: its own test below */
+		else if ((*line != '#' && *line != ' ' && *line != '\n') ||
+			 !strncmp(line, "# s3:", 5))
 			in_upload = false;
 		/* "# key:" uncommented is "  key:", indented as the keys around it. */
 		if (in_upload && !strncmp(line, "# ", 2)) {
@@ -1244,6 +1308,45 @@ static void test_shipped_example_upload(void **state)
 	assert_non_null(c->upload.ca_file);
 	assert_non_null(c->upload.cert_file);
 	assert_non_null(c->upload.key_file);
+	fx_config_release(c);
+	free(c);
+	free(text);
+}
+
+/* The commented-out upload.s3 of the shipped file, uncommented, loads. */
+static void test_shipped_example_s3(void **state)
+{
+	char *text = read_text(SHIPPED), *p, *line, err[512];
+	struct fx_config *c = new_config();
+	bool in_s3 = false;
+	size_t nuncommented = 0;
+	int r;
+
+	(void)state;
+	for (line = text; *line; line = p + 1) {
+		p = strchr(line, '\n');
+		assert_non_null(p);
+		if (!strncmp(line, "# s3:", 5))
+			in_s3 = true;
+		else if (*line != '#')
+			in_s3 = false;
+		if (in_s3) {
+			*line = ' ';
+			nuncommented++;
+		}
+	}
+	assert_true(nuncommented >= 8);
+	r = fx_config_parse("example", text, strlen(text), c, err, sizeof(err));
+	if (r)
+		fail_msg("%s", err);
+	assert_string_equal(c->upload.s3.bucket, "profiles");
+	assert_string_equal(c->upload.s3.region, "eu-west-1");
+	assert_string_equal(c->upload.s3.endpoint, "https://s3.example.com");
+	assert_string_equal(c->upload.s3.prefix, "fleet/");
+	assert_false(c->upload.s3.path_style);
+	assert_non_null(c->upload.s3.access_key_id_file);
+	assert_non_null(c->upload.s3.secret_access_key_file);
+	assert_string_equal(c->upload.s3.storage_class, "STANDARD_IA");
 	fx_config_release(c);
 	free(c);
 	free(text);
@@ -1384,6 +1487,7 @@ int main(void)
 		cmocka_unit_test(test_shipped_documents_every_key),
 		cmocka_unit_test(test_shipped_example_targets),
 		cmocka_unit_test(test_shipped_example_upload),
+		cmocka_unit_test(test_shipped_example_s3),
 		cmocka_unit_test(test_load_missing_file),
 		cmocka_unit_test(test_load_directory),
 		cmocka_unit_test(test_load_fifo),

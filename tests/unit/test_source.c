@@ -182,7 +182,7 @@ static void test_dir_listing(void **state)
 
 	/* a trailing slash makes no double slash */
 	snprintf(top, sizeof(top), "%s/", at("t"));
-	assert_int_equal(fx_source_open(top, &src), 0);
+	assert_int_equal(fx_source_open(top, NULL, &src), 0);
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(n, 4);
 	for (i = 0; i < n; i++)
@@ -221,7 +221,7 @@ static int list_unreadable(void)
 	size_t n = 0;
 	int ret;
 
-	ret = fx_source_open(at("u"), &src);
+	ret = fx_source_open(at("u"), NULL, &src);
 	if (!ret)
 		ret = fx_source_list(src, &items, &n);
 	if (!ret && (n != 1 || strcmp(items[0].name, at("u/open.json"))))
@@ -266,7 +266,7 @@ static void test_one_file(void **state)
 
 	(void)state;
 	write_file(at("single.txt"), "any name will do");
-	assert_int_equal(fx_source_open(at("single.txt"), &src), 0);
+	assert_int_equal(fx_source_open(at("single.txt"), NULL, &src), 0);
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(items[0].name, at("single.txt"));
@@ -293,7 +293,7 @@ static void test_file_too_big(void **state)
 	assert_true(fd >= 0);
 	assert_int_equal(ftruncate(fd, (off_t)FX_SOURCE_MAX_BYTES + 1), 0);
 	close(fd);
-	assert_int_equal(fx_source_open(at("big.json.gz"), &src), 0);
+	assert_int_equal(fx_source_open(at("big.json.gz"), NULL, &src), 0);
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(read_all(src, items, n, &s), 0);
 	assert_int_equal(s.err[0], -EFBIG);
@@ -308,11 +308,16 @@ static void test_refused_specs(void **state)
 	struct fx_source *src = NULL;
 
 	(void)state;
-	assert_int_equal(fx_source_open(at("no/such/path"), &src), -ENOENT);
-	assert_int_equal(fx_source_open("s3://bucket/prefix/", &src), -EINVAL);
-	assert_int_equal(fx_source_open("ftp://host/dir/", &src), -EINVAL);
+	assert_int_equal(fx_source_open(at("no/such/path"), NULL, &src), -ENOENT);
+	/* s3://: a bucket's name, and credentials from the environment only. */
+	assert_int_equal(fx_source_open("s3://", NULL, &src), -EINVAL);
+	assert_int_equal(fx_source_open("s3://bad*bucket/prefix/", NULL, &src), -EINVAL);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	assert_int_equal(fx_source_open("s3://bucket/prefix/", NULL, &src), -ENOKEY);
+	assert_int_equal(fx_source_open("ftp://host/dir/", NULL, &src), -EINVAL);
 	assert_int_equal(mkfifo(at("fifo"), 0600), 0);
-	assert_int_equal(fx_source_open(at("fifo"), &src), -EINVAL);
+	assert_int_equal(fx_source_open(at("fifo"), NULL, &src), -EINVAL);
 	assert_null(src);
 	fx_source_free(NULL);
 	fx_source_items_free(NULL, 0);
@@ -432,7 +437,7 @@ static void test_http_listing_and_bytes(void **state)
 	size_t n = 0, i;
 
 	(void)state;
-	assert_int_equal(fx_source_open(url("/d/"), &src), 0);
+	assert_int_equal(fx_source_open(url("/d/"), NULL, &src), 0);
 	/* d/bad/ answers no JSON: logged and skipped, the rest listed */
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(n, 5 + 20);
@@ -481,7 +486,7 @@ static void test_http_one_file(void **state)
 	size_t n = 0;
 
 	(void)state;
-	assert_int_equal(fx_source_open(url("/d/sub%20dir/two.json"), &src), 0);
+	assert_int_equal(fx_source_open(url("/d/sub%20dir/two.json"), NULL, &src), 0);
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(n, 1);
 	assert_string_equal(items[0].name, url("/d/sub%20dir/two.json"));
@@ -506,7 +511,7 @@ static void do_list(void *arg)
 	struct fx_source_item *items = NULL;
 	struct fx_source *src = NULL;
 
-	c->ret = fx_source_open(c->spec, &src);
+	c->ret = fx_source_open(c->spec, NULL, &src);
 	if (!c->ret)
 		c->ret = fx_source_list(src, &items, &c->n);
 	fx_source_items_free(items, c->ret ? 0 : c->n);
@@ -542,7 +547,7 @@ static void test_http_redirect_not_followed(void **state)
 	assert_non_null(strstr(log, "'http://127.0.0.1:1/elsewhere/'")); /* no user:pw@ */
 
 	/* a directory named without its '/' is one file, the 301 its error */
-	assert_int_equal(fx_source_open(url("/d"), &src), 0);
+	assert_int_equal(fx_source_open(url("/d"), NULL, &src), 0);
 	assert_int_equal(fx_source_list(src, &items, &n), 0);
 	assert_int_equal(n, 1);
 	assert_int_equal(read_all(src, items, n, &s), 0);
