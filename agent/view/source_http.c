@@ -15,7 +15,7 @@
  * token and never logged.
  *
  * Listings are fetched one at a time on one handle; chunks, by up to
- * PARALLEL transfers of one multi handle, so at most PARALLEL bodies are in
+ * h->parallel transfers of one multi handle (4; s3: 16), so at most that many bodies are in
  * memory at once.
  */
 #include "source_int.h"
@@ -32,7 +32,8 @@
 #include "fxagent/log.h"
 #include "fxagent/util.h"
 
-#define PARALLEL	  4
+#define PARALLEL	  4  /* an HTTP server's */
+#define PARALLEL_MAX	  16 /* src_http.parallel's bound */
 #define LISTING_MAX_BYTES (64u << 20)
 #define CONNECT_TIMEOUT_S 10L
 /* A stalled transfer ends after LOW_SPEED_TIME_S below LOW_SPEED_BYTES/s;
@@ -459,7 +460,7 @@ static void finish(const struct src_http *h, CURLM *m, const struct fx_source_it
 /* Hands over the items that ended, in the listing's order (so that what is
  * made of them does not depend on which server answered first), from
  * *@want on. Returns 0 or what @cb returned. */
-static int deliver(struct xfer *x, const struct fx_source_item *items, size_t *want,
+static int deliver(struct xfer *x, size_t np, const struct fx_source_item *items, size_t *want,
 		   fx_source_read_fn cb, void *arg)
 {
 	struct xfer *d;
@@ -467,7 +468,7 @@ static int deliver(struct xfer *x, const struct fx_source_item *items, size_t *w
 
 	do {
 		d = NULL;
-		for (size_t i = 0; i < PARALLEL; i++) {
+		for (size_t i = 0; i < np; i++) {
 			if (x[i].busy && x[i].done && x[i].index == *want)
 				d = &x[i];
 		}
@@ -489,7 +490,8 @@ int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, 
 		       fx_source_read_fn cb, void *arg)
 {
 	struct src_http *h = (struct src_http *)s;
-	struct xfer x[PARALLEL] = { 0 };
+	struct xfer x[PARALLEL_MAX] = { 0 };
+	size_t np = h->parallel ? h->parallel : PARALLEL;
 	size_t next = 0, want = 0, active = 0, i;
 	int ret = 0, err, running;
 	CURLMcode mc;
@@ -500,10 +502,12 @@ int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, 
 		fx_err("view: out of memory reading '%s'", s->name);
 		return -ENOMEM;
 	}
-	/* A slot is free once its item is handed over: at most PARALLEL
+	if (np > PARALLEL_MAX)
+		np = PARALLEL_MAX;
+	/* A slot is free once its item is handed over: at most np
 	 * bodies in memory, in flight or waiting for an earlier one. */
 	while (!ret && want < n) {
-		for (i = 0; i < PARALLEL && next < n; i++) {
+		for (i = 0; i < np && next < n; i++) {
 			if (x[i].busy)
 				continue;
 			err = start(h, m, &x[i], next, &items[next]);
@@ -519,7 +523,7 @@ int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, 
 			}
 			next++;
 		}
-		ret = deliver(x, items, &want, cb, arg);
+		ret = deliver(x, np, items, &want, cb, arg);
 		if (ret || !active)
 			continue;
 		mc = curl_multi_perform(m, &running);
@@ -532,7 +536,7 @@ int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, 
 			ret = mc == CURLM_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 		}
 	}
-	for (i = 0; i < PARALLEL; i++) {
+	for (i = 0; i < np; i++) {
 		if (x[i].busy && !x[i].done)
 			curl_multi_remove_handle(m, x[i].curl);
 		curl_easy_cleanup(x[i].curl);

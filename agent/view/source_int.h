@@ -62,6 +62,7 @@ struct src_http {
 				       session token), or NULL */
 	CURL *curl;		    /* for listings */
 	bool dir;
+	size_t parallel;       /* transfers at once, at most 16; 0: 4 */
 	struct fx_s3_creds s3; /* s3: the credentials, else zero */
 	char *s3_region;       /* s3: the region; NULL for http */
 };

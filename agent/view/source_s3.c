@@ -6,7 +6,7 @@
  * with the delimiter '/'), each starting at the hour before --since or
  * --from and stopping past --to; other hosts' keys are left out. The
  * objects are then read as the HTTP kind reads files (source_http.c), each
- * GET signed.
+ * GET signed, 16 at a time.
  *
  * The store: --endpoint, else AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else
  * AWS's; the region: --region, else AWS_REGION or AWS_DEFAULT_REGION, else
@@ -388,6 +388,9 @@ static int s3_open(const char *spec, const struct fx_source_opts *o, struct fx_s
 	if (!s->h.curl || fx_s3_sign(s->h.curl, &s->h.s3, s->h.s3_region, NULL, &s->h.headers))
 		ret = -ENOMEM;
 	s->h.dir = true;
+	/* A store answers each GET in tens of ms (radosgw here: 42 ms for
+	 * 9 KiB): more requests at once, not more bandwidth, is what helps. */
+	s->h.parallel = 16;
 out:
 	if (ret == -ENOMEM)
 		fx_err("view: out of memory opening '%s'", spec);

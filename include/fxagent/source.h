@@ -88,7 +88,7 @@ typedef int (*fx_source_read_fn)(void *arg, size_t index, const struct fx_source
 				 const void *data, size_t len, int err);
 
 /* Reads items[0..n) of @s and hands each to @cb, once each. HTTP sources
- * fetch a few at once (up to 4 transfers, so up to 4 bodies in memory,
+ * fetch a few at once (up to 4 transfers, s3:// 16, so as many bodies in memory,
  * ended or waiting for an earlier one) and call @cb in order as they end;
  * files are read one by one. An item that
  * cannot be read (missing, a FIFO, over the bound, an HTTP error) is @cb's
