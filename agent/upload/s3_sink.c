@@ -264,8 +264,11 @@ int fx_upload_check(struct fx_uploader *u, char *msg, size_t len)
 	if (!rc)
 		rc = curl_easy_perform(u->curl);
 	curl_easy_getinfo(u->curl, CURLINFO_RESPONSE_CODE, &st);
+	/* The handle may send chunks after: nothing of this request stays. */
 	curl_easy_setopt(u->curl, CURLOPT_NOBODY, 0L);
 	curl_easy_setopt(u->curl, CURLOPT_HTTPHEADER, NULL);
+	curl_easy_setopt(u->curl, CURLOPT_HEADERFUNCTION, NULL);
+	curl_easy_setopt(u->curl, CURLOPT_HEADERDATA, NULL);
 	if (rc) {
 		snprintf(msg, len, "HEAD %s: no answer: %s", shown,
 			 u->errbuf[0] ? u->errbuf : curl_easy_strerror(rc));

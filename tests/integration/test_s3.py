@@ -28,10 +28,15 @@ test's private network namespace, ended by pid when it ends).
    `--once`: the store answers 403 RequestTimeTooSkewed; the log says the
    store's clock is 3600 s behind this host's and to set the clock; the two
    chunks (one a target) are in rejected/.
-7. `fxagent view s3://BUCKET/prod/ --target ab`: merges exactly ab's chunks
+7. A bucket that is not there: 404 NoSuchBucket in the log, the chunks in
+   rejected/.
+8. `fxagent view s3://BUCKET/prod/ --target ab`: merges exactly ab's chunks
    and downloads none of thr's (no chunk "not selected": the listing was
    narrowed by the keys); `--host` of another host finds nothing; the merged
-   profile holds every sample of ab's objects.
+   profile holds every sample of ab's objects; `--since 1h` keeps them all,
+   `--from` an hour ahead and `--to` an hour ago list none.
+9. 1100 objects of one target (through a spool and the agent): the view
+   follows ListObjectsV2's continuation token and merges all 1100.
 """
 
 import gzip
@@ -291,11 +296,86 @@ def run_view(t, ceph):
     t.check(r.returncode == 1 and "merged 0 of 0 chunks" in r.stderr,
             f"view --host no-such-host: exit {r.returncode} (want 1, none listed): "
             f"{r.stderr[-500:]}")
+    # Narrowed by time: all of ab's within the last hour; none from an hour
+    # ahead (the listing starts after it); none before an hour ago.
+    for args, want in ((["--since", "1h"], n_ab),
+                       (["--from", str(int(time.time()) + 3600)], 0),
+                       (["--to", str(int(time.time()) - 3600)], 0)):
+        r = subprocess.run(base + ["--target", "ab", "-o", out] + args, capture_output=True,
+                           text=True, timeout=fxtest.scaled(60), env=env)
+        t.check(f"merged {want} of {want} chunks" in r.stderr,
+                f"view --target ab {' '.join(args)}: want {want} listed and merged: "
+                f"{r.stderr[-500:]}")
     # Without credentials: a clear error, no request.
     env.pop("AWS_SECRET_ACCESS_KEY")
     r = subprocess.run(base + ["-o", out], capture_output=True, text=True, timeout=60, env=env)
     t.check(r.returncode != 0 and "AWS_SECRET_ACCESS_KEY is not set" in r.stderr,
             f"view without a secret: exit {r.returncode}: {r.stderr[-500:]}")
+
+
+def run_pages(t, ceph):
+    """1100 objects of one target: ListObjectsV2 answers 1000 a page, so the
+    view follows a continuation token. The copies of one chunk, each a window
+    of its own, go in through a spool and the agent."""
+    kept = sorted(os.listdir(os.path.join(t.work, "upload-kept")))
+    src = next(n for n in kept if n.endswith("-ab.json.gz"))
+    with open(os.path.join(t.work, "upload-kept", src), "rb") as f:
+        d = json.loads(gzip.decompress(f.read()))
+    spool = os.path.join(t.work, "pages-spool")
+    os.makedirs(spool, mode=0o700)
+    fx = d["meta"]["fxagent"]
+    span = int(fx["windowEnd"] - fx["windowStart"])  # whole ms: spool names hold integers
+    base_ms = int(time.time() * 1000) - 1200 * span
+    n = 1100
+    for i in range(n):
+        fx["windowStart"] = base_ms + i * span
+        fx["windowEnd"] = fx["windowStart"] + span
+        fx["seq"] = i
+        fx["target"] = "pages"
+        d["meta"]["startTime"] = fx["windowStart"]
+        body = gzip.compress(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode())
+        name = (f"{fx['windowStart']}-{fx['windowEnd']}-{i}-{os.urandom(16).hex()}"
+                "-pages.json.gz")
+        fd = os.open(os.path.join(spool, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+    d2 = Daemon(t, "pages", config(t, ceph, spool, ceph.secret).replace(
+        TARGETS, "") + "sampling:\n  frequency: 1\n")
+    d2.wait_started()
+    fxtest.wait_for(lambda: not pending(spool), 60, 0.2)
+    d2.stop()
+    left = [x for x in os.listdir(spool) if x.endswith(".json.gz")]
+    t.check(not left and not os.listdir(os.path.join(spool, "rejected")),
+            f"pages: {len(left)} of {n} not sent, "
+            f"{len(os.listdir(os.path.join(spool, 'rejected')))} rejected")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=ceph.key, AWS_SECRET_ACCESS_KEY=ceph.secret)
+    out = os.path.join(t.work, "view-pages.json.gz")
+    r = subprocess.run([t.agent, "view", f"s3://{BUCKET}/{PREFIX}", "--endpoint", ceph.endpoint,
+                        "--path-style", "--target", "pages", "-o", out, "--json"],
+                       capture_output=True, text=True, timeout=fxtest.scaled(180), env=env)
+    summary = json.loads(r.stdout or "{}")
+    t.check(r.returncode == 0 and summary.get("chunks_found") == n and
+            summary.get("chunks_merged") == n,
+            f"pages: view found {summary.get('chunks_found')} and merged "
+            f"{summary.get('chunks_merged')} of {n} objects (two pages): {r.stderr[-500:]}")
+    t.note(f"pages: {n} objects over two pages of the listing; view: "
+           f"{r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ''}")
+
+
+def run_no_bucket(t, ceph):
+    """A PUT into a bucket that is not there: 404 NoSuchBucket, rejected/."""
+    spool = os.path.join(t.work, "nobucket-spool")
+    path = os.path.join(t.work, "nobucket.yaml")
+    with open(path, "w") as f:
+        f.write(config(t, ceph, spool, ceph.secret).replace(f"bucket: {BUCKET}",
+                                                            "bucket: no-such-bucket"))
+    r = t.run_agent("--config", path, "--once", "--duration", "1s", timeout=120)
+    rej = os.path.join(spool, "rejected")
+    got = os.listdir(rej) if os.path.isdir(rej) else []
+    t.check("HTTP 404 NoSuchBucket" in r.stderr and "check upload.s3.bucket" in r.stderr,
+            f"no bucket: the log does not say NoSuchBucket: {r.stderr[-1500:]}")
+    t.check(len(got) == 2 and not pending(spool), f"no bucket: rejected/ holds {got}, "
+            f"pending {pending(spool)}")
 
 
 def run_check(t, ceph):
@@ -358,8 +438,10 @@ def body(t):
         run_wrong_secret(t, ceph)
         run_outage(t, ceph)
         run_check(t, ceph)
+        run_no_bucket(t, ceph)
         run_skew(t, ceph)
         run_view(t, ceph)
+        run_pages(t, ceph)
     finally:
         ceph.stop()
         t.kill_processes()
