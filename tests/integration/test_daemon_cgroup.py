@@ -132,7 +132,12 @@ targets:
         if target != "sys" and n_total:
             a, b = 100 * a_total / n_total, 100 * b_total / n_total
             t.note(f"{target}: hot_a {a:.1f}%, hot_b {b:.1f}%")
-            tol = fxtest.share_tol(70, n_total, 8)
+            # What this asserts is that each target's frames are named, in
+            # the right order of size. Four busy processes share two CPUs
+            # here, and the split seen then moves: hot_a 60.7-65.1% in all
+            # three targets of one CI run (2026-11-26). How exact the split
+            # is, integration.hot_ab and perf_compare check, on a quiet CPU.
+            tol = fxtest.share_tol(70, n_total, 12)
             t.check(fxtest.near(a, 70, tol) and fxtest.near(b, 30, tol),
                     f"{target}: hot_a {a:.1f}% / hot_b {b:.1f}% of {n_total} samples, "
                     f"want 70 / 30 +- {tol:.1f}: not symbolized?")
