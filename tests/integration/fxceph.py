@@ -108,16 +108,34 @@ rgw thread pool size = 64
                          timeout=timeout)
 
     def _wait(self, what, cond, timeout):
+        """Until cond() holds. A command that fails meanwhile is "not yet": a
+        monitor just up may answer EPERM ("problem getting command
+        descriptions") for a moment, as seen in CI."""
         end = time.monotonic() + timeout
+        last = None
         while time.monotonic() < end:
             for p in self.procs:
                 if p.poll() is not None:
                     raise RuntimeError(f"{what}: {p.args[0]} exited {p.returncode}; see "
                                        f"{self.dir}/log")
-            if cond():
-                return
+            try:
+                if cond():
+                    return
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                last = e
             time.sleep(0.2)
-        raise RuntimeError(f"{what}: not within {timeout} s; see {self.dir}/log")
+        raise RuntimeError(f"{what}: not within {timeout} s ({last}); see {self.dir}/log")
+
+    def _retry(self, what, fn, timeout=60):
+        """fn() until it does not raise, for a command the monitor may refuse
+        while it settles."""
+        out = []
+
+        def once():
+            out.append(fn())
+            return True
+        self._wait(what, once, timeout)
+        return out[-1]
 
     def start(self, timeout=180):
         t0 = time.monotonic()
@@ -136,16 +154,29 @@ rgw thread pool size = 64
                                                    "--connect-timeout", "2", "mon", "stat"),
                    timeout)
         osd_uuid = str(uuid.uuid4())
-        osd_id = self.ceph("osd", "new", osd_uuid).strip()
-        self._run("ceph-osd", "-c", self.conf, "-i", osd_id, "--mkfs", "--osd-uuid", osd_uuid)
-        self.procs.append(self.spawn(["ceph-osd", "-f", "-c", self.conf, "-i", osd_id],
-                                     stdout=self._out("osd"), stderr=subprocess.STDOUT))
-        self._wait("the OSD", lambda: '"num_up_osds":1' in
-                   self.ceph("osd", "stat", "-f", "json").replace(" ", ""), timeout)
+        osd_id = self._retry("osd new", lambda: self.ceph("osd", "new", osd_uuid)).strip()
+        self._retry("the OSD's mkfs", lambda: self._run(
+            "ceph-osd", "-c", self.conf, "-i", osd_id, "--mkfs", "--osd-uuid", osd_uuid))
+        # An OSD that meets the monitor while it settles may exit 1 (seen
+        # once): started again, twice at most.
+        for attempt in range(3):
+            osd = self.spawn(["ceph-osd", "-f", "-c", self.conf, "-i", osd_id],
+                             stdout=self._out("osd"), stderr=subprocess.STDOUT)
+            self.procs.append(osd)
+            try:
+                self._wait("the OSD", lambda: '"num_up_osds":1' in
+                           self.ceph("osd", "stat", "-f", "json").replace(" ", ""), timeout)
+                break
+            except RuntimeError:
+                if osd.poll() is None or attempt == 2:
+                    raise
+                self.procs.remove(osd)
+                self.log(f"ceph: the OSD exited {osd.returncode} at start; again")
         self.start_rgw(timeout)
-        self._run("radosgw-admin", "-c", self.conf, "user", "create", "--uid", "fxagent",
-                  "--display-name", "fxagent tests", "--access-key", self.key, "--secret",
-                  self.secret, timeout=120)
+        self._retry("the S3 user", lambda: self._run(
+            "radosgw-admin", "-c", self.conf, "user", "create", "--uid", "fxagent",
+            "--display-name", "fxagent tests", "--access-key", self.key, "--secret",
+            self.secret, timeout=120), timeout=180)
         self.startup_s = time.monotonic() - t0
         self.log(f"ceph: monitor, OSD (memstore) and radosgw on {self.endpoint} up in "
                  f"{self.startup_s:.1f} s")
