@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #define MAX_RETRY_AFTER_S 3600 /* a collector asking for more gets this */
@@ -51,6 +52,17 @@ void upl_set_error(const struct fx_uploader *u, struct fx_upload_result *res, co
 		tmp[0] = '\0';
 	upl_redact_into(res->error, sizeof(res->error), tmp, strnlen(tmp, sizeof(tmp)), tok,
 			tok ? strlen(tok) : 0);
+}
+
+time_t upl_parse_date_header(const char *data, size_t len)
+{
+	char d[128];
+
+	if (len <= 5 || len >= sizeof(d) + 5 || strncasecmp(data, "Date:", 5))
+		return -1;
+	memcpy(d, data + 5, len - 5);
+	d[len - 5] = '\0';
+	return curl_getdate(d, NULL);
 }
 
 /* Retry-After: delay-seconds or an HTTP date; anything else is ignored. */

@@ -20,15 +20,6 @@
 /* S3 refuses a request signed more than 15 minutes from its clock. */
 #define SKEW_LIMIT_S 900
 
-static int dup_opt(const char *s, char **out)
-{
-	*out = NULL;
-	if (!s)
-		return 0;
-	*out = strdup(s);
-	return *out ? 0 : -ENOMEM;
-}
-
 void upl_s3_free(struct upl_s3 *s)
 {
 	if (!s)
@@ -68,21 +59,21 @@ int upl_s3_new(struct fx_uploader *u, const struct fx_upload_s3 *o)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "upload.s3");
-	rc = dup_opt(o->endpoint, &s->endpoint);
+	rc = upl_dup_str(o->endpoint, &s->endpoint);
 	if (!rc)
-		rc = dup_opt(o->region, &s->region);
+		rc = upl_dup_str(o->region, &s->region);
 	if (!rc)
-		rc = dup_opt(o->bucket, &s->bucket);
+		rc = upl_dup_str(o->bucket, &s->bucket);
 	if (!rc)
-		rc = dup_opt(o->prefix ? o->prefix : "", &s->prefix);
+		rc = upl_dup_str(o->prefix ? o->prefix : "", &s->prefix);
 	if (!rc)
-		rc = dup_opt(o->storage_class, &s->storage_class);
+		rc = upl_dup_str(o->storage_class, &s->storage_class);
 	if (!rc)
-		rc = dup_opt(o->labels, &s->labels);
+		rc = upl_dup_str(o->labels, &s->labels);
 	if (!rc)
-		rc = dup_opt(o->access_key_id_file, &s->id_file);
+		rc = upl_dup_str(o->access_key_id_file, &s->id_file);
 	if (!rc)
-		rc = dup_opt(o->secret_access_key_file, &s->secret_file);
+		rc = upl_dup_str(o->secret_access_key_file, &s->secret_file);
 	if (rc) {
 		upl_s3_free(s);
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "upload.s3");
@@ -207,12 +198,10 @@ static size_t on_head_header(char *data, size_t size, size_t nmemb, void *p)
 {
 	struct head_answer *a = p;
 	size_t len = size * nmemb;
-	char v[128];
+	time_t t = upl_parse_date_header(data, len);
 
-	if (len > 5 && len < sizeof(v) + 5 && !strncasecmp(data, "Date:", 5)) {
-		memcpy(v, data + 5, len - 5);
-		v[len - 5] = '\0';
-		a->date = curl_getdate(v, NULL);
+	if (t != -1) {
+		a->date = t;
 	} else if (len > 20 && len < sizeof(a->region) + 20 &&
 		   !strncasecmp(data, "x-amz-bucket-region:", 20)) {
 		size_t n = len - 20;

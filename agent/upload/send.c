@@ -83,6 +83,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *p)
 {
 	struct xfer *x = p;
 	size_t len = size * nmemb;
+	time_t date = upl_parse_date_header(data, len);
 
 	/* A status line starts a new response (after a 100 Continue, say). */
 	if (len >= 5 && !memcmp(data, "HTTP/", 5)) {
@@ -90,12 +91,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *p)
 		x->server_date = -1;
 	} else if (len > 12 && !strncasecmp(data, "Retry-After:", 12)) {
 		x->retry_after_ms = upl_parse_retry_after(data + 12, len - 12);
-	} else if (len > 5 && len < 128 && !strncasecmp(data, "Date:", 5)) {
-		char d[128];
-
-		memcpy(d, data + 5, len - 5);
-		d[len - 5] = '\0';
-		x->server_date = curl_getdate(d, NULL);
+	} else if (date != -1) {
+		x->server_date = date;
 	}
 	return len;
 }

@@ -77,6 +77,11 @@ int upl_check_url(const char *tmpl, const char *host);
 void upl_url_for_log(const char *url, char *out, size_t len);
 bool upl_is_file_url(const char *url);
 
+/* ---- uploader.c --------------------------------------------------------- */
+
+/* *@out a copy of @s, or NULL for NULL. Returns 0 or -ENOMEM. */
+int upl_dup_str(const char *s, char **out);
+
 /* ---- outcome.c ---------------------------------------------------------- */
 
 /* Copies @len bytes of @src to @dst (@cap bytes with the NUL), control
@@ -86,6 +91,9 @@ void upl_redact_into(char *dst, size_t cap, const char *src, size_t len, const c
 /* res->error from @fmt, without the token. */
 void upl_set_error(const struct fx_uploader *u, struct fx_upload_result *res, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* The time of a "Date:" header line (@len bytes at @data, name included),
+ * or -1 when the line is another header or the date is unusable. */
+time_t upl_parse_date_header(const char *data, size_t len);
 /* Retry-After's value (@len bytes at @v) in ms, capped; -1 when unusable. */
 int64_t upl_parse_retry_after(const char *v, size_t len);
 /* The outcome of an answer with status res->status; @retry_after_ms from its

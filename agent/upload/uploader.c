@@ -124,7 +124,7 @@ static int check_readable(const char *what, const char *path)
 	return 0;
 }
 
-static int dup_str(const char *s, char **out)
+int upl_dup_str(const char *s, char **out)
 {
 	*out = NULL;
 	if (!s)
@@ -225,18 +225,18 @@ static int copy_opts(struct fx_uploader *u, const struct fx_upload_opts *opts, c
 	u->put = opts->put;
 	u->timeout_ms = opts->timeout_ms;
 	u->connect_timeout_ms = opts->connect_timeout_ms;
-	ret = dup_str(opts->url, &u->url);
+	ret = upl_dup_str(opts->url, &u->url);
 	if (!ret)
-		ret = dup_str(host, &u->host);
+		ret = upl_dup_str(host, &u->host);
 	if (!ret)
-		ret = dup_str(opts->bearer_token_file, &u->token_file);
+		ret = upl_dup_str(opts->bearer_token_file, &u->token_file);
 	if (!ret && n) {
 		u->headers = calloc(n, sizeof(*u->headers));
 		ret = u->headers ? 0 : -ENOMEM;
 	}
 	for (i = 0; !ret && i < n; i++) {
 		u->n_headers++;
-		ret = dup_str(opts->headers[i], &u->headers[i]);
+		ret = upl_dup_str(opts->headers[i], &u->headers[i]);
 	}
 	return ret;
 }
