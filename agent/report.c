@@ -271,6 +271,32 @@ static void wallclock_text(double start_ms, double end_ms, char *out, size_t len
 	snprintf(out, len, "%s - %s", sa, sb);
 }
 
+size_t fx_report_lost_markers(const struct fx_lost_event *lost, size_t n, uint64_t start_ns,
+			      uint64_t end_ns, struct fx_profile_marker *out)
+{
+	double span_ms = end_ns > start_ns ? (double)(end_ns - start_ns) / 1e6 : 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t at = lost[i].time_ns;
+		struct fx_profile_marker *m = &out[i];
+
+		*m = (struct fx_profile_marker){ .type = FX_MARKER_LOST,
+						 .count = (int64_t)lost[i].count };
+		/* A ring read late, or one CPU's ring ahead of the others: the
+		 * record is counted here, at the edge, and says how far off it was. */
+		if (at < start_ns) {
+			m->start_ms = 0;
+			m->outside_ms = -(double)(start_ns - at) / 1e6;
+		} else if (end_ns > start_ns && at > end_ns) {
+			m->start_ms = span_ms;
+			m->outside_ms = (double)(at - end_ns) / 1e6;
+		} else {
+			m->start_ms = (double)(at - start_ns) / 1e6;
+		}
+	}
+	return n;
+}
+
 int fx_report_write(const struct fx_report_input *in, const char *path,
 		    struct fx_report_stats *stats)
 {
@@ -330,15 +356,8 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 		.truncated = (int64_t)w->counters.truncated,
 		.target = in->meta.target,
 	};
-	for (size_t i = 0; i < in->nlost; i++) {
-		double t = in->lost[i].time_ns > in->meta.start_ns
-				   ? (double)(in->lost[i].time_ns - in->meta.start_ns) / 1e6
-				   : 0;
-
-		markers[nmarkers++] = (struct fx_profile_marker){
-			.type = FX_MARKER_LOST, .start_ms = t, .count = (int64_t)in->lost[i].count
-		};
-	}
+	nmarkers += fx_report_lost_markers(in->lost, in->nlost, in->meta.start_ns, in->meta.end_ns,
+					   &markers[nmarkers]);
 	pin = (struct fx_profile_input){
 		.meta = in->meta,
 		.window = w,

@@ -29,20 +29,27 @@
 
 static void rotate(struct fx_pipeline *p, uint64_t end);
 
-static void before_sample(void *ctx, uint64_t time_ns)
+/* Rotation follows the records' own clock: each sample and each LOST record
+ * lands in the window its time falls in. Held (a reload pending), the driver
+ * cuts the window instead. */
+static void advance(struct fx_pipeline *p, uint64_t time_ns)
 {
-	struct fx_pipeline *p = ctx;
-
-	/* Rotation follows the samples' own clock: each lands in one window.
-	 * Held (a reload pending), the driver cuts the window instead. */
 	while (time_ns >= p->win_end && !p->hold)
 		rotate(p, p->win_end);
+}
+
+static void before_sample(void *ctx, uint64_t time_ns)
+{
+	advance(ctx, time_ns);
 }
 
 static void on_lost(void *ctx, uint64_t time_ns, uint64_t count)
 {
 	struct fx_pipeline *p = ctx;
 
+	/* A LOST record read after its window closed stays in the open one,
+	 * and the report places its marker at that window's start. */
+	advance(p, time_ns);
 	p->tot.lost += count;
 	__atomic_add_fetch(&p->stats.lost, count, __ATOMIC_RELAXED);
 	/* A ring does not say whose samples it lost: every window says it. */

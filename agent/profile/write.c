@@ -38,7 +38,8 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"tableLabel\":\"lost {marker.data.count}\","
 	"\"tooltipLabel\":\"Lost samples: {marker.data.count}\","
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
-	"\"fields\":[{\"key\":\"count\",\"label\":\"Lost samples\",\"format\":\"integer\"}]},"
+	"\"fields\":[{\"key\":\"count\",\"label\":\"Lost samples\",\"format\":\"integer\"},"
+	"{\"key\":\"note\",\"label\":\"Note\",\"format\":\"string\"}]},"
 	"{\"name\":\"" SCHEMA_GAP "\","
 	"\"chartLabel\":\"{marker.data.target}: {marker.data.missing} missing\","
 	"\"tableLabel\":\"{marker.data.target}: no chunk for {marker.data.missing} windows\","
@@ -440,6 +441,16 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 		if (m->type == FX_MARKER_LOST) {
 			fx_json_key_string(j, "type", SCHEMA_LOST);
 			fx_json_key_int(j, "count", m->count);
+			if (m->outside_ms != 0) {
+				char note[128];
+
+				snprintf(note, sizeof(note),
+					 "lost %.3f ms %s this window; counted at its %s",
+					 m->outside_ms < 0 ? -m->outside_ms : m->outside_ms,
+					 m->outside_ms < 0 ? "before" : "after",
+					 m->outside_ms < 0 ? "start" : "end");
+				fx_json_key_string(j, "note", note);
+			}
 		} else {
 			fx_json_key_string(j, "type", SCHEMA_RECORDING);
 			fx_json_key_string(j, "wallclock", m->text ? m->text : "");

@@ -66,6 +66,9 @@ struct fx_profile_marker {
 	int64_t seq;	    /* FX_MARKER_RECORDING: window sequence number */
 	int64_t lost;	    /* FX_MARKER_RECORDING: samples lost in the window */
 	int64_t truncated;  /* FX_MARKER_RECORDING: samples whose stack was cut short */
+	/* FX_MARKER_LOST: ms the record's own time lay before (< 0) or after
+	 * (> 0) the window it is counted in; 0 inside. */
+	double outside_ms;
 };
 
 struct fx_profile_kv {

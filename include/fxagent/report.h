@@ -43,6 +43,14 @@ struct fx_report_stats {
 	uint64_t unreadable; /* objects that could not be read */
 };
 
+/* Fills @out[0..@n) with the lost-sample markers of @lost, for the window
+ * [@start_ns, @end_ns] (CLOCK_MONOTONIC). Every marker lies inside the window:
+ * a record timed before its start (read after the window it belongs to was
+ * written) is placed at 0, one timed after its end at the end, and
+ * outside_ms says by how much it was off. Returns @n. */
+size_t fx_report_lost_markers(const struct fx_lost_event *lost, size_t n, uint64_t start_ns,
+			      uint64_t end_ns, struct fx_profile_marker *out);
+
 /* Writes the window to @path (gzip; "-" for stdout). Returns 0 or -errno,
  * having logged what failed. */
 int fx_report_write(const struct fx_report_input *in, const char *path,

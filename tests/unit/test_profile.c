@@ -109,7 +109,7 @@ static const struct fx_profile_thread threads[] = {
 struct fixture {
 	struct fx_window w;
 	struct fx_profile_frame *frames;
-	struct fx_profile_marker markers[2];
+	struct fx_profile_marker markers[3];
 	struct fx_profile_input in;
 };
 
@@ -175,7 +175,11 @@ static int setup(void **state)
 						     .lost = 17,
 						     .truncated = 3 };
 	fx->markers[1] =
-		(struct fx_profile_marker){ .type = FX_MARKER_LOST, .start_ms = 2.5, .count = 17 };
+		(struct fx_profile_marker){ .type = FX_MARKER_LOST, .start_ms = 2.5, .count = 12 };
+	/* Read after the window's end: counted at its end, and said so. */
+	fx->markers[2] = (struct fx_profile_marker){
+		.type = FX_MARKER_LOST, .start_ms = 10, .count = 5, .outside_ms = 9.784848
+	};
 	fx->in = (struct fx_profile_input){
 		.meta = { .start_time_ms = 1767268800000.0,
 			  .start_ns = START_NS,
@@ -190,7 +194,7 @@ static int setup(void **state)
 		.threads = threads,
 		.nthreads = sizeof(threads) / sizeof(threads[0]),
 		.markers = fx->markers,
-		.nmarkers = 2,
+		.nmarkers = 3,
 		.marker_thread = 0,
 	};
 	*state = fx;
@@ -410,15 +414,17 @@ static void test_profile_tables(void **state)
 
 	/* Markers on the marker thread only, typed by the schemas in meta. */
 	assert_jq(p, ".threads[0].markers | [.length, .startTime, .endTime, .phase, .data]",
-		  "[2,[0,2.5],[10,null],[1,0],[{\"type\":\"FxRecording\","
+		  "[3,[0,2.5,10],[10,null,null],[1,0,0],[{\"type\":\"FxRecording\","
 		  "\"wallclock\":\"12:00:00-12:00:10\",\"seq\":7,\"samples\":8,\"lost\":17,"
 		  "\"truncated\":3},"
-		  "{\"type\":\"FxLostSamples\",\"count\":17}]]");
+		  "{\"type\":\"FxLostSamples\",\"count\":12},"
+		  "{\"type\":\"FxLostSamples\",\"count\":5,"
+		  "\"note\":\"lost 9.785 ms after this window; counted at its end\"}]]");
 	assert_jq(p,
 		  ". as $p | .threads[0].markers | [(.name | map($p.shared.stringArray[.])), "
 		  "(.data | map(.type) | map(. as $t | $p.meta.markerSchema | map(.name) | "
 		  "index($t) != null))]",
-		  "[[\"Recording\",\"Lost samples\"],[true,true]]");
+		  "[[\"Recording\",\"Lost samples\",\"Lost samples\"],[true,true,true]]");
 	assert_jq(p, "[.threads[1:][] | .markers.length]", "[0,0]");
 
 	unlink(p);
