@@ -499,6 +499,22 @@ def open_files(pid):
     return held
 
 
+def perf_events_open(pid):
+    """How many perf events process pid has open (0 once it is gone)."""
+    try:
+        return sum(1 for fd in os.listdir(f"/proc/{pid}/fd")
+                   if _readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[perf_event]")
+    except OSError:
+        return 0
+
+
+def _readlink(path):
+    try:
+        return os.readlink(path)
+    except OSError:
+        return None
+
+
 def mapped_files():
     """The files some live process maps, " (deleted)" cut off: what an agent
     that keeps an fd per binary in use may hold at this moment."""
@@ -538,6 +554,29 @@ def share_tol(pct, n, floor):
     samples a 70% share has an error of 3.2 points, and scheduling noise adds to it)."""
     p = pct / 100
     return max(floor, 3.5 * 100 * (p * (1 - p) / max(n, 1)) ** 0.5)
+
+
+def diff_tol(p1, n1, p2, n2, floor=2.0):
+    """Tolerance in points for the difference of two shares (p1% of n1 samples,
+    p2% of n2), each an independent sampling of the same processes (the agent
+    and perf in one run, say): 3.5 standard errors of the difference, from the
+    pooled share, plus a floor for what sampling does not explain (a sample
+    that falls on a function boundary, a few samples one tool drops)."""
+    n1, n2 = max(n1, 1), max(n2, 1)
+    p = (p1 * n1 + p2 * n2) / (100.0 * (n1 + n2))
+    return floor + 3.5 * 100 * (p * (1 - p) * (1 / n1 + 1 / n2)) ** 0.5
+
+
+def min_samples(cpu_s, hz=99, margin=0.5):
+    """The fewest samples a process that used cpu_s CPU seconds while the agent
+    sampled at hz may get: `margin` of what its CPU time should give (the
+    process's CPU clock and the sampling windows do not start at the same
+    instant), less 3.5 standard errors of a count (Poisson), at least 1. The
+    reference is the process's own CPU time in the same run: a loaded or slow
+    machine gives it less CPU, and the agent fewer samples, by the same
+    amount."""
+    want = cpu_s * hz * margin
+    return max(1, int(want - 3.5 * want ** 0.5))
 
 
 def looks_hex(name):
