@@ -3,18 +3,16 @@
 by the test, workloads started inside them, their CPU time over the wall clock,
 the agent run with its own config, and the checks every chunk must pass."""
 
-import bisect
 import math
 import os
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import fxtest
 
-HZ = 99
+HZ = fxtest.HZ
 CHUNK_RE = re.compile(r"^(?P<target>[A-Za-z0-9_.-]+)-(?P<ts>\d{8}T\d{6}Z)-(?P<seq>\d{6})"
                       r"\.json\.gz$")
 EPS_MS = 0.001
@@ -100,55 +98,9 @@ def spawn_in(t, cgroup_dir, name, *args):
     return t.spawn([exe, *map(str, args)], preexec_fn=join)
 
 
-def task_cpu_ns(pid):
-    """CPU time of every thread of pid, in ns (schedstat: ns resolution)."""
-    total = 0
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total
-
-
-class CpuPoller(threading.Thread):
-    """Polls processes' CPU time against the wall clock, to know how much CPU
-    each had between two wall-clock instants (linear between polls)."""
-
-    def __init__(self, pids, period=0.02):
-        super().__init__(daemon=True)
-        self.pids, self.period = list(pids), period
-        self.times, self.cpu = [], []
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.is_set():
-            try:
-                row = [task_cpu_ns(p) for p in self.pids]
-            except OSError:
-                break
-            self.times.append(time.time() * 1000.0)
-            self.cpu.append(row)
-            self.done.wait(self.period)
-
-    def stop(self):
-        self.done.set()
-        self.join()
-
-    def at(self, k, ms):
-        i = bisect.bisect_left(self.times, ms)
-        if i <= 0:
-            return self.cpu[0][k]
-        if i >= len(self.times):
-            return self.cpu[-1][k]
-        t0, t1 = self.times[i - 1], self.times[i]
-        c0, c1 = self.cpu[i - 1][k], self.cpu[i][k]
-        return c0 + (c1 - c0) * (ms - t0) / (t1 - t0) if t1 > t0 else c1
-
-    def seconds(self, pid, a_ms, b_ms):
-        k = self.pids.index(pid)
-        return (self.at(k, b_ms) - self.at(k, a_ms)) / 1e9
+# Kept here too for the daemon tests that import them from this module.
+task_cpu_ns = fxtest.task_cpu_ns
+CpuPoller = fxtest.CpuPoller
 
 
 class Daemon:

@@ -18,6 +18,7 @@ Paths come from the environment (the CMake registration sets them):
   FX_TEST_WORK     scratch root; each test keeps its files in FX_TEST_WORK/<test>
 """
 
+import bisect
 import gzip
 import json
 import os
@@ -27,10 +28,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
 SKIP = 77
+# The agent's default sampling frequency, which the tests run it at.
+HZ = 99
 
 # How much longer than a plain build on a quiet machine things may take:
 # scripts/sanitize.sh configures its build with FX_TIME_SCALE (ASan and UBSan
@@ -155,6 +159,21 @@ class Profile:
                     raise Stop(f"FxRecording marker without integer {k}: {d}")
                 got[k] += d[k]
         return got
+
+    poll = None  # a CpuPoller run during the recording (Test.record's measure)
+
+    def window_ms(self):
+        """The recording's window, wall-clock ms: (start, end)."""
+        fx = self.data["meta"]["fxagent"]
+        return fx["windowStart"], fx["windowEnd"]
+
+    def cpu_s(self, pid):
+        """CPU seconds process pid used within the recording's window."""
+        return self.poll.seconds(int(pid), *self.window_ms())
+
+    def thread_cpu_s(self, pid, tid):
+        """CPU seconds thread tid of pid used within the recording's window."""
+        return self.poll.thread_seconds(int(pid), tid, *self.window_ms())
 
     def kernel_frames(self, stack):
         return [f for f in self.stack_frames(stack) if self.frame_cat[f] == "Kernel"]
@@ -396,22 +415,35 @@ class Test:
         except subprocess.TimeoutExpired:
             raise Stop(f"`{' '.join(cmd)}` did not end within {scaled(timeout):.0f} s")
 
-    def record(self, tag, seconds, pids=(), extra=()):
+    def record(self, tag, seconds, pids=(), extra=(), measure=()):
         """`fxagent --once` for `seconds` (system-wide without pids); lint and read the
-        output. Returns the Profile."""
+        output. Returns the Profile. With `measure` (pids), the CPU time of those
+        processes and their threads is polled meanwhile, and the Profile's
+        cpu_s(pid) and thread_cpu_s(pid, tid) say how much each used within the
+        recording's own window."""
         out = os.path.join(self.work, tag + ".json.gz")
         args = ["--once", "--duration", f"{seconds}s", "--output", out, *extra]
         for pid in pids:
             args += ["--pid", pid]
+        poll = CpuPoller(measure) if measure else None
+        if poll:
+            poll.start()
         # run_agent scales the timeout: only the part after the recording
         # (symbolizing, writing) is stretched by a slow build, not its length.
-        p = self.run_agent(*args, timeout=seconds / TIME_SCALE + 60)
+        try:
+            p = self.run_agent(*args, timeout=seconds / TIME_SCALE + 60)
+        finally:
+            if poll:
+                poll.stop()
         self.save(tag + ".agent.log", p.stderr)
         self.require(p.returncode == 0,
                      f"fxagent {' '.join(map(str, args))} exited {p.returncode}: "
                      f"{p.stderr.strip()[-2000:]}")
         self.require(os.path.isfile(out), f"fxagent exited 0 but wrote no {out}")
-        return self.load(out)
+        prof = self.load(out)
+        if poll:
+            prof.poll = poll
+        return prof
 
     def load(self, path):
         """Lint a profile file and read it (the raw JSON)."""
@@ -536,6 +568,159 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_ns(pid):
+    """{tid: CPU time in ns} of every thread of pid (schedstat: ns resolution)."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def task_cpu_ns(pid):
+    """CPU time of every thread of pid, in ns."""
+    return sum(thread_cpu_ns(pid).values())
+
+
+class CpuPoller(threading.Thread):
+    """Polls processes' CPU time, and their threads', against the wall clock, to
+    know how much CPU each had between two wall-clock instants (linear between
+    polls): the reference for how many samples a recording should hold."""
+
+    def __init__(self, pids, period=0.02):
+        super().__init__(daemon=True)
+        self.pids, self.period = list(pids), period
+        self.times, self.cpu, self.threads = [], [], []
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            try:
+                rows = [thread_cpu_ns(p) for p in self.pids]
+            except OSError:
+                break
+            self.times.append(time.time() * 1000.0)
+            self.cpu.append([sum(r.values()) for r in rows])
+            self.threads.append(rows)
+            self.done.wait(self.period)
+
+    def stop(self):
+        self.done.set()
+        self.join()
+
+    def _at(self, series, ms):
+        i = bisect.bisect_left(self.times, ms)
+        if i <= 0:
+            return series(0)
+        if i >= len(self.times):
+            return series(len(self.times) - 1)
+        t0, t1 = self.times[i - 1], self.times[i]
+        c0, c1 = series(i - 1), series(i)
+        return c0 + (c1 - c0) * (ms - t0) / (t1 - t0) if t1 > t0 else c1
+
+    def at(self, k, ms):
+        return self._at(lambda i: self.cpu[i][k], ms)
+
+    def seconds(self, pid, a_ms, b_ms):
+        """CPU seconds process pid used between two wall-clock instants (ms)."""
+        k = self.pids.index(pid)
+        return (self.at(k, b_ms) - self.at(k, a_ms)) / 1e9
+
+    def thread_seconds(self, pid, tid, a_ms, b_ms):
+        """CPU seconds thread tid of pid used between two wall-clock instants
+        (0 before the thread is seen, its last value after it is gone)."""
+        k = self.pids.index(pid)
+
+        def series(i):
+            return self.threads[i][k].get(int(tid), 0)
+        return (self._at(series, b_ms) - self._at(series, a_ms)) / 1e9
+
+
+class PerfRecord:
+    """`perf record -a -g` of the whole system at the agent's frequency and
+    clock (cpu-clock, one event per CPU), from start() to stop(): the in-run
+    reference that samples the same processes the same way the agent does.
+    leaves() reads it back as (pid, user leaf function) per sample."""
+
+    FORK = re.compile(r"PERF_RECORD_FORK\((\d+):\d+\):\((\d+):\d+\)")
+    HEAD = re.compile(r"^\S.*?\s(\d+)/(\d+)\s*$")
+
+    def __init__(self, t, tag="perf"):
+        self.t = t
+        self.data = os.path.join(t.work, tag + ".data")
+        self.log = os.path.join(t.work, tag + ".log")
+        self.p = None
+        self.forks = []  # (child pid, parent pid), from leaves()
+
+    def start(self):
+        self.p = self.t.spawn(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock",
+                               "-F", str(HZ), "-o", self.data],
+                              stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        # Its events are open once it has written its header's first bytes.
+        wait_for(lambda: self.p.poll() is not None or perf_events_open(self.p.pid), 30)
+        self.t.require(self.p.poll() is None,
+                       f"perf record exited {self.p.returncode}; see {self.log}")
+        return self
+
+    def stop(self):
+        self.p.send_signal(signal.SIGINT)
+        try:
+            # perf writes its file, then ends by the signal it was sent.
+            rc = self.p.wait(timeout=scaled(60))
+        except subprocess.TimeoutExpired:
+            raise Stop("perf record did not end within a minute of SIGINT")
+        self.t.require(rc in (0, -signal.SIGINT), f"perf record exited {rc}; see {self.log}")
+
+    def leaves(self):
+        """[(pid, user leaf function or None)] for every sample, and the FORK
+        records in self.forks. The user leaf is the first callchain entry
+        outside the kernel: the sampled user registers' IP, exact without
+        frame pointers."""
+        p = subprocess.run(["perf", "script", "-i", self.data, "--show-task-events",
+                            "-F", "comm,pid,tid,ip,sym,dso"], capture_output=True, text=True,
+                           timeout=scaled(300))
+        self.t.require(p.returncode == 0, f"perf script exited {p.returncode}: "
+                       f"{p.stderr[-800:]}")
+        out, self.forks = [], []
+        pid, leaf = None, None
+        for line in p.stdout.splitlines():
+            if not line.strip():
+                continue
+            if not line[0].isspace():
+                if pid is not None:
+                    out.append((pid, leaf))
+                pid, leaf = None, None
+                m = self.FORK.search(line)
+                if m:
+                    self.forks.append((int(m[1]), int(m[2])))
+                    continue
+                if "PERF_RECORD_" in line:
+                    continue
+                m = self.HEAD.match(line)
+                if m:
+                    pid = int(m[1])
+                continue
+            # A callchain line, leaf first: "addr sym+off (dso)".
+            if pid is not None and leaf is None:
+                parts = line.split()
+                if len(parts) >= 3 and parts[-1] != "([kernel.kallsyms])":
+                    leaf = parts[1].split("+0x")[0]
+        if pid is not None:
+            out.append((pid, leaf))
+        return out
+
+
+def user_leaf(prof, stack):
+    """The user leaf function of a stack of the agent's (its first frame
+    outside the kernel, from the leaf), or None: what PerfRecord.leaves()
+    gives for perf's samples."""
+    user = [f for f in prof.stack_frames(stack) if prof.frame_cat[f] != "Kernel"]
+    return prof.func_names[prof.frame_func[user[-1]]] if user else None
 
 
 def contains(names, seq):

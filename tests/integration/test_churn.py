@@ -36,7 +36,6 @@ The series are printed.
 import calendar
 import os
 import re
-import signal
 import statistics
 import subprocess
 import threading
@@ -58,8 +57,6 @@ OURS = re.compile(r"^(fx-churn|libfxplug\.so)\+0x")
 # (inlined or not). A leaf in libc or the vDSO (the clock it reads) is neither
 # tool's work; each tool counts it the same way.
 WORK = {"churn_burn", "churn_plugin", "plug_hot", "cpu_now", "wl_touch"}
-PERF_FORK = re.compile(r"PERF_RECORD_FORK\((\d+):\d+\):\((\d+):\d+\)")
-PERF_HEAD = re.compile(r"^\S.*?\s(\d+)/(\d+)\s*$")
 
 
 class Sampler(threading.Thread):
@@ -81,54 +78,6 @@ class Sampler(threading.Thread):
     def stop(self):
         self.done = True
         self.join()
-
-
-def perf_kids(t, data, parents):
-    """(work, total): of perf's samples of the processes that @parents forked,
-    how many have their user leaf in WORK, of how many."""
-    p = subprocess.run(["perf", "script", "-i", data, "--show-task-events",
-                        "-F", "comm,pid,tid,ip,sym,dso"], capture_output=True, text=True,
-                       timeout=fxtest.scaled(300))
-    t.require(p.returncode == 0, f"perf script exited {p.returncode}: {p.stderr[-800:]}")
-    kids = set()
-    work = total = 0
-    pid, leaf = None, None
-
-    def done():
-        nonlocal work, total
-        if pid in kids:
-            total += 1
-            work += leaf in WORK
-
-    for line in p.stdout.splitlines():
-        if not line.strip():
-            continue
-        if not line[0].isspace():
-            done()
-            pid, leaf = None, None
-            m = PERF_FORK.search(line)
-            if m and int(m[2]) in parents and m[1] != m[2]:
-                kids.add(int(m[1]))
-                continue
-            m = PERF_HEAD.match(line)
-            if m:
-                pid = int(m[1])
-            continue
-        # A callchain line, leaf first: "addr sym+off (dso)". The first one
-        # outside the kernel is the user leaf, from the sampled registers.
-        if pid is not None and leaf is None:
-            parts = line.split()
-            if len(parts) >= 3 and parts[-1] != "([kernel.kallsyms])":
-                leaf = parts[1].split("+0x")[0]
-                # "[unknown]" and the like: not a function of the work.
-    done()
-    return work, total
-
-
-def agent_leaf(prof, st):
-    """The user leaf function of a stack of the agent's, or None."""
-    user = [f for f in prof.stack_frames(st) if prof.frame_cat[f] != "Kernel"]
-    return prof.func_names[prof.frame_func[user[-1]]] if user else None
 
 
 def churn_once(t, exe, procs):
@@ -168,20 +117,9 @@ def run(t, cg):
     mem.start()
     exe = os.path.join(t.workloads, "fx-churn")
     t.require(os.access(exe, os.X_OK), f"{exe} is not built")
-    data = os.path.join(t.work, "perf.data")
-    perf = t.spawn(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock", "-F", str(HZ),
-                    "-o", data], stdout=subprocess.DEVNULL,
-                   stderr=open(os.path.join(t.work, "perf.log"), "w"))
-    time.sleep(0.5)  # perf's events open before the first fork
-    t.require(perf.poll() is None, f"perf record exited {perf.returncode}; see perf.log")
+    perf = fxtest.PerfRecord(t).start()
     runs = [churn_once(t, exe, procs) for _ in range(2)]
-    perf.send_signal(signal.SIGINT)
-    try:
-        # perf writes its file, then ends by the signal it was sent.
-        t.require(perf.wait(timeout=fxtest.scaled(60)) in (0, -signal.SIGINT),
-                  f"perf record exited {perf.returncode}; see perf.log")
-    except subprocess.TimeoutExpired:
-        raise fxtest.Stop("perf record did not end within a minute of SIGINT")
+    perf.stop()
     end = runs[-1][1]
     kid_files = [os.path.realpath(os.path.join(t.workloads, n))
                  for n in ("fx-churn", "libfxplug.so")]
@@ -230,7 +168,7 @@ def run(t, cg):
         for th in kids_all:
             for st, w in prof.samples(th):
                 total += w
-                work += w * (agent_leaf(prof, st) in WORK)
+                work += w * (fxtest.user_leaf(prof, st) in WORK)
         a, b = fx["windowStart"] / 1000, fx["windowEnd"] / 1000
         if not any(a >= r[0] and b <= r[1] for r in runs):
             continue
@@ -246,7 +184,10 @@ def run(t, cg):
         t.check(not unnamed, f"seq {seq}: frames of fx-churn or libfxplug.so without a "
                 f"name: {sorted(unnamed)[:5]}")
 
-    p_work, p_total = perf_kids(t, data, parents)
+    leaves = perf.leaves()
+    kids = {child for child, parent in perf.forks if parent in parents and child != parent}
+    p_kids = [leaf for pid, leaf in leaves if pid in kids]
+    p_work, p_total = sum(leaf in WORK for leaf in p_kids), len(p_kids)
     got = 100.0 * work / total if total else 0.0
     want = 100.0 * p_work / p_total if p_total else 0.0
     tol = fxtest.diff_tol(got, total, want, p_total)
