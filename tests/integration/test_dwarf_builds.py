@@ -9,7 +9,9 @@ the call path main -> level1 -> level2 -> <x>_hot:
 
 With `--unwind dwarf` >= 95% of each process's samples reach main through the
 whole chain. The same processes under `--unwind fp` lose main (printed; checked
-as well, or the binaries would not test what they claim to).
+as well, or the binaries would not test what they claim to). Each process has
+enough samples to judge: at least half of what its own CPU time within the
+recording gives at 99 Hz, less 3.5 standard errors (fxtest.min_samples).
 """
 
 import os
@@ -19,6 +21,7 @@ import subprocess
 import time
 
 import fxtest
+from fxtest import HZ
 
 SECONDS = 4
 BUILDS = {"fx-nofp": "nofp_hot", "fx-lld": "lld_hot", "fx-dbgframe": "dbgframe_hot"}
@@ -77,7 +80,7 @@ def body(t):
     procs = {comm: t.workload(comm, 2 * SECONDS + 30) for comm in BUILDS}
     time.sleep(0.3)
     pids = [p.pid for p in procs.values()]
-    dw = t.record("dwarf", SECONDS, pids=pids)
+    dw = t.record("dwarf", SECONDS, pids=pids, measure=pids)
     fp = t.record("fp", SECONDS, pids=pids, extra=["--unwind", "fp"])
     t.kill_processes()
 
@@ -94,7 +97,12 @@ def body(t):
         t.note(f"{comm}: dwarf {n} samples, {hot} {hot_pct:.1f}%, main {main:.1f}%, "
                f"main > level1 > level2 > {hot} {path:.1f}%; fp {fp.weight(fths)} samples, "
                f"main {fmain:.1f}%, whole chain {fpath:.1f}%")
-        if not t.check(n >= 100, f"{comm}: only {n} samples"):
+        # Enough samples to judge the shares: half of what the process's own
+        # CPU time in the recording gives (fxtest.min_samples).
+        cpu = dw.cpu_s(pid)
+        least = fxtest.min_samples(cpu, HZ)
+        if not t.check(n >= least, f"{comm}: only {n} samples for {cpu:.2f} CPU s in the "
+                       f"recording (at least {least} expected)"):
             continue
         example = next((dw.stack_names(st) for th in ths for st, _ in dw.samples(th)
                         if not chain(dw, hot)(st)), [])

@@ -9,7 +9,9 @@ With `--unwind dwarf` (the default) the whole path is there: main on >= 95% of
 each process's samples, the libc frames between cmp_hot and sort_batch, and
 scan_memchr / scan_strlen right above their libc function. The same processes
 recorded with `--unwind fp` show what frame pointers lose (printed for the
-record): main under qsort, the caller of a libc leaf function.
+record): main under qsort, the caller of a libc leaf function. Each process has
+at least half of the samples its own CPU time in the recording gives at 99 Hz,
+less 3.5 standard errors (fxtest.min_samples).
 """
 
 import time
@@ -109,7 +111,7 @@ def body(t):
     lc = t.workload("fx-libc", 2 * SECONDS + 30)
     time.sleep(0.3)
     pids = [qs.pid, lc.pid]
-    dw = t.record("dwarf", SECONDS, pids=pids)
+    dw = t.record("dwarf", SECONDS, pids=pids, measure=pids)
     fp = t.record("fp", SECONDS, pids=pids, extra=["--unwind", "fp"])
     t.kill_processes()
 
@@ -125,9 +127,13 @@ def body(t):
     t.note(f"fx-libc  fp:    {describe(l_fp)}")
     t.note(f"fx-libc's libc leaf functions (dwarf): {leaf_names(dw, dw_libs, lc.pid)}")
 
-    # The workloads do what the test needs: time in cmp_hot and in libc.
-    t.require(q_dw["n"] >= 100 and l_dw["n"] >= 100,
-              f"too few samples: fx-qsort {q_dw['n']}, fx-libc {l_dw['n']}")
+    # The workloads do what the test needs: time in cmp_hot and in libc, and
+    # at least half the samples their CPU time in the recording gives.
+    least = {pid: fxtest.min_samples(dw.cpu_s(pid), fxtest.HZ) for pid in pids}
+    t.require(q_dw["n"] >= least[qs.pid] and l_dw["n"] >= least[lc.pid],
+              f"too few samples: fx-qsort {q_dw['n']} (at least {least[qs.pid]} for "
+              f"{dw.cpu_s(qs.pid):.2f} CPU s), fx-libc {l_dw['n']} (at least {least[lc.pid]} "
+              f"for {dw.cpu_s(lc.pid):.2f} CPU s)")
     t.check(q_dw["cmp_hot"] >= 80, f"fx-qsort: cmp_hot in only {q_dw['cmp_hot']:.1f}% of the "
             f"samples, want >= 80 (the callback should be the hot path)")
 

@@ -21,7 +21,7 @@ import re
 import time
 
 import fxtest
-from fxdaemon import HZ, CpuPoller
+from fxdaemon import HZ
 
 SECONDS = 3
 CS = "/sys/devices/system/clocksource/clocksource0/"
@@ -44,12 +44,7 @@ def write(path, value):
 def one(t, clock):
     w = t.workload("fx-vdso", SECONDS + 20)
     time.sleep(0.3)
-    poll = CpuPoller([w.pid])
-    poll.start()
-    try:
-        prof = t.record(f"vdso-{clock}", SECONDS, pids=[w.pid])
-    finally:
-        poll.stop()
+    prof = t.record(f"vdso-{clock}", SECONDS, pids=[w.pid], measure=[w.pid])
     t.kill_processes()
     ths = prof.threads_of(w.pid)
     t.require(ths, f"{clock}: no thread of pid {w.pid} (fx-vdso)")
@@ -57,8 +52,7 @@ def one(t, clock):
     # The reference: fx-vdso's own CPU time over the recording's window, in
     # this run (a loaded machine or a slow clock read gives it less, and the
     # agent fewer samples, alike).
-    fx = prof.data["meta"]["fxagent"]
-    cpu = poll.seconds(w.pid, fx["windowStart"], fx["windowEnd"])
+    cpu = prof.cpu_s(w.pid)
     least = fxtest.min_samples(cpu, HZ)
     t.require(n >= least, f"{clock}: only {n} samples of fx-vdso, which used {cpu:.2f} CPU s "
               f"in the recording (at least {least} expected)")

@@ -24,7 +24,7 @@ import subprocess
 import time
 
 import fxtest
-from fxdaemon import HZ, CpuPoller
+from fxdaemon import HZ
 
 
 def load_segments(path):
@@ -146,14 +146,8 @@ def check_xz(t):
             f.write(" ".join(rnd.choice(words) for _ in range(20000)) + "\n")
     p = t.spawn([xz, "-6", "-T1", "-k", "-c", data], stdout=subprocess.DEVNULL)
     time.sleep(0.3)
-    poll = CpuPoller([p.pid])
-    poll.start()
-    try:
-        prof = t.record("xz", 6, pids=(p.pid,))
-    finally:
-        poll.stop()
-    fx = prof.data["meta"]["fxagent"]
-    cpu = poll.seconds(p.pid, fx["windowStart"], fx["windowEnd"])
+    prof = t.record("xz", 6, pids=(p.pid,), measure=(p.pid,))
+    cpu = prof.cpu_s(p.pid)
     names, addrs = leaves(prof, prof.threads_of(p.pid))
     lzma = {n: c for n, c in names.items() if re.match(r"^liblzma\.so[.0-9]*\+0x", n)}
     naddr = sum(len(addrs[n]) for n in lzma)

@@ -14,7 +14,9 @@ truncation included. Two recordings of SECONDS each, of these processes only:
   layout, .debug_frame only (which the rules leave to libdwfl), threads,
   dlopen, C++, PLT stubs, the vDSO, deep recursion, qsort, libc calls.
 
-Each: at least MIN_FRAMES frames compared, at least 99.9% of them the same,
+Each: at least half the samples the processes' own CPU time in the recording
+gives at 99 Hz less 3.5 standard errors (fxtest.min_samples), at least
+MIN_DEPTH frames compared a sample, at least 99.9% of them the same,
 and (Debian's binaries) at least MIN_BY_TABLES of the samples walked by the
 rules alone: a check where libdwfl did everything would prove nothing.
 """
@@ -27,7 +29,9 @@ import fxtest
 import test_stripped_perf as sp
 
 SECONDS = 8
-MIN_FRAMES = 2000
+# Frames compared per sample, at the least: every workload's stacks are
+# deeper than this (main and what it calls, and libc's start above it).
+MIN_DEPTH = 3
 AGREE = 99.9
 MIN_BY_TABLES = 0.9
 
@@ -60,7 +64,9 @@ def start_debian(t):
 
 
 def check(t, tag, pids, min_by_tables):
-    t.record(tag, SECONDS, pids=pids, extra=["--unwind", "check", "--verbose"])
+    prof = t.record(tag, SECONDS, pids=pids, extra=["--unwind", "check", "--verbose"],
+                    measure=pids)
+    cpu = sum(prof.cpu_s(pid) for pid in pids)
     with open(os.path.join(t.work, tag + ".agent.log"), encoding="utf-8") as f:
         log = f.read()
     m = CHECK.search(log)
@@ -74,7 +80,11 @@ def check(t, tag, pids, min_by_tables):
     print(f"{tag}: {fsame} of {frames} frames the same ({pct:.3f}%), {same} of {samples} "
           f"samples; by the rules alone {by_tables}, by libdwfl {by_libdwfl} "
           f"({100 * share:.1f}% by the rules)")
-    t.check(frames >= MIN_FRAMES, f"{tag}: only {frames} frames compared (< {MIN_FRAMES})")
+    least = fxtest.min_samples(cpu, fxtest.HZ)
+    t.check(samples >= least, f"{tag}: only {samples} samples compared; the processes used "
+            f"{cpu:.2f} CPU s in the recording (at least {least} expected)")
+    t.check(frames >= MIN_DEPTH * samples,
+            f"{tag}: only {frames} frames compared for {samples} samples (< {MIN_DEPTH} each)")
     t.check(pct >= AGREE, f"{tag}: {pct:.3f}% of libdwfl's frames the same (< {AGREE}%)")
     t.check(share >= min_by_tables,
             f"{tag}: {100 * share:.1f}% of samples walked by the rules alone "
