@@ -10,9 +10,14 @@ cgroup tells them apart:
   sys   `process: fx-syscalls`                 fx-syscalls, left in the test's own cgroup
 Windows of 2 s, about 7 s of run, SIGINT. Every chunk of a target has samples of
 its process only (the agent's marker thread has none), in every window of 0.5 s
-or more; about 99 samples per second of CPU each process had; the global and
-per-target labels are in meta.fxagent.labels; cg's fx-hot-ab is symbolized
-(hot_a ~70%, hot_b ~30%, under main -> hot_caller), raw and in profiler-cli.
+or more; 99 samples per second of CPU each process had (polled from the
+kernel), within 3.5 standard errors of a count plus a poll period at each end
+and 3; the global and per-target labels are in meta.fxagent.labels; cg's
+fx-hot-ab is symbolized (hot_a and hot_b hold at least 90% of its samples,
+hot_a the larger, under main -> hot_caller), raw and in profiler-cli. How
+exact the split is, hot_ab checks against perf: four busy processes share two
+CPUs here, and the split their samples show moves (hot_a 60.7-65.1% of 70 in
+one CI run).
 """
 
 import math
@@ -126,21 +131,18 @@ targets:
         want = HZ * cpu_total
         t.note(f"{target}: samples/expected per window {' '.join(line)}; total {n_total} for "
                f"{cpu_total:.2f} s of CPU, want {want:.0f}")
-        t.check(abs(n_total - want) <= 0.2 * want + 3,
-                f"{target}: {n_total} samples of pid {want_pid}, want about {want:.0f} "
-                f"({HZ} Hz x {cpu_total:.2f} s of its CPU) +- 20%")
+        tol = 3.5 * want ** 0.5 + HZ * 2 * poll.period + 3
+        t.check(abs(n_total - want) <= tol,
+                f"{target}: {n_total} samples of pid {want_pid}, want {want:.0f} +- {tol:.0f} "
+                f"({HZ} Hz x {cpu_total:.2f} s of its CPU)")
         if target != "sys" and n_total:
             a, b = 100 * a_total / n_total, 100 * b_total / n_total
             t.note(f"{target}: hot_a {a:.1f}%, hot_b {b:.1f}%")
             # What this asserts is that each target's frames are named, in
-            # the right order of size. Four busy processes share two CPUs
-            # here, and the split seen then moves: hot_a 60.7-65.1% in all
-            # three targets of one CI run (2026-11-26). How exact the split
-            # is, integration.hot_ab and perf_compare check, on a quiet CPU.
-            tol = fxtest.share_tol(70, n_total, 12)
-            t.check(fxtest.near(a, 70, tol) and fxtest.near(b, 30, tol),
-                    f"{target}: hot_a {a:.1f}% / hot_b {b:.1f}% of {n_total} samples, "
-                    f"want 70 / 30 +- {tol:.1f}: not symbolized?")
+            # the right order of size (see the docstring).
+            t.check(a + b >= 90 and a > b,
+                    f"{target}: hot_a {a:.1f}% / hot_b {b:.1f}% of {n_total} samples, want "
+                    f"both together >= 90 and hot_a the larger: not symbolized?")
 
     # Through the profiler's loader: the cg chunk and the process-target chunk.
     for target, fns in (("cg", ("hot_a", "hot_b", "hot_caller")), ("sys", ("syscall_loop",))):

@@ -33,7 +33,7 @@ def run(t, srv):
     watch = SpoolWatch(spool, os.path.join(t.work, "kept"))
     d = Daemon(t, "down", config(f"http://127.0.0.1:{free_port()}/ok/" + URL_TAIL, spool, 1))
     d.wait_started()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + fxtest.scaled(10)
     while time.monotonic() < deadline and len(pending(spool)) < 3:
         time.sleep(0.05)
     d.p.send_signal(signal.SIGKILL)
@@ -46,7 +46,7 @@ def run(t, srv):
 
     d2 = Daemon(t, "up", config(srv.url("/ok/" + URL_TAIL), spool, 1))
     d2.wait_started()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + fxtest.scaled(10)
     while time.monotonic() < deadline and set(old) & {SPOOL_RE.match(n)["id"]
                                                       for n in pending(spool)}:
         time.sleep(0.1)
