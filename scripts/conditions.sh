@@ -190,7 +190,8 @@ for c in "${conditions[@]}"; do
 	fi
 	echo "=== conditions.sh: $c ==="
 	start=$(date +%s)
-	args=(ctest --test-dir "$build" -L integration --output-on-failure)
+	# -V: every test's own figures (samples, references, tolerances) are kept.
+	args=(ctest --test-dir "$build" -L integration -V)
 	[ -n "$regex" ] && args+=(-R "$regex")
 	"${run_prefix[@]}" "${args[@]}" > "$log" 2>&1
 	rc=$?
