@@ -642,15 +642,24 @@ class CpuPoller(threading.Thread):
 
 
 class PerfRecord:
-    """`perf record -a -g` of the whole system at the agent's frequency and
-    clock (cpu-clock, one event per CPU), from start() to stop(): the in-run
-    reference that samples the same processes the same way the agent does.
-    leaves() reads it back as (pid, user leaf function) per sample."""
+    """`perf record -g` at the agent's frequency and clock (cpu-clock), from
+    start() to stop(), of `pids` (and what they fork) or of the tasks of a
+    cgroup (`cgroup`: a path under the cgroup2 mount; events per CPU, as the
+    agent's cgroup targets): the in-run reference for the same processes.
+    leaves() reads it back as (pid, user leaf function) per sample.
+
+    Never the whole system: perf 6.1 aborts ("assertion failed at
+    util/build-id.c:1010", then a smashed stack) on the build-id of some
+    foreign binaries (a sealed memfd's, seen here) as soon as they have a
+    sample, and a reference must not depend on what else the machine runs."""
 
     FORK = re.compile(r"PERF_RECORD_FORK\((\d+):\d+\):\((\d+):\d+\)")
     HEAD = re.compile(r"^\S.*?\s(\d+)/(\d+)\s*$")
 
-    def __init__(self, t, tag="perf"):
+    def __init__(self, t, pids=(), cgroup=None, tag="perf"):
+        if bool(pids) == bool(cgroup):
+            raise ValueError("PerfRecord: pids or a cgroup, one of them")
+        self.pids, self.cgroup = pids, cgroup
         self.t = t
         self.data = os.path.join(t.work, tag + ".data")
         self.log = os.path.join(t.work, tag + ".log")
@@ -658,8 +667,14 @@ class PerfRecord:
         self.forks = []  # (child pid, parent pid), from leaves()
 
     def start(self):
-        self.p = self.t.spawn(["perf", "record", "-q", "-a", "-g", "-e", "cpu-clock",
-                               "-F", str(HZ), "-o", self.data],
+        # No build-id table: perf script names frames from the files, which
+        # are all on disk, and perf's pass over build-ids is what aborts.
+        what = (["-p", ",".join(map(str, self.pids))] if self.pids else
+                ["-a", "-G", self.cgroup.lstrip("/")])
+        # (-G applies to the events named before it.)
+        self.p = self.t.spawn(["perf", "record", "-q", "-g", "-e", "cpu-clock", *what,
+                               "-F", str(HZ), "--no-buildid", "--no-buildid-cache",
+                               "-o", self.data],
                               stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
         # Its events are open once it has written its header's first bytes.
         wait_for(lambda: self.p.poll() is not None or perf_events_open(self.p.pid), 30)
@@ -676,14 +691,19 @@ class PerfRecord:
             raise Stop("perf record did not end within a minute of SIGINT")
         self.t.require(rc in (0, -signal.SIGINT), f"perf record exited {rc}; see {self.log}")
 
-    def leaves(self):
-        """[(pid, user leaf function or None)] for every sample, and the FORK
-        records in self.forks. The user leaf is the first callchain entry
-        outside the kernel: the sampled user registers' IP, exact without
-        frame pointers."""
-        p = subprocess.run(["perf", "script", "-i", self.data, "--show-task-events",
-                            "-F", "comm,pid,tid,ip,sym,dso"], capture_output=True, text=True,
-                           timeout=scaled(300))
+    def leaves(self, pids=(), comms=()):
+        """[(pid, user leaf function or None)] for every sample of `pids` or of
+        threads named one of `comms` when sampled, and their FORK records in
+        self.forks. The user leaf is the first callchain entry outside the
+        kernel: the sampled user registers' IP, exact without frame pointers.
+        """
+        cmd = ["perf", "script", "-i", self.data, "--show-task-events",
+               "-F", "comm,pid,tid,ip,sym,dso"]
+        if pids:
+            cmd += ["--pid", ",".join(map(str, pids))]
+        if comms:
+            cmd += ["--comms", ",".join(comms)]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=scaled(300))
         self.t.require(p.returncode == 0, f"perf script exited {p.returncode}: "
                        f"{p.stderr[-800:]}")
         out, self.forks = [], []

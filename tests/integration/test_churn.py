@@ -10,8 +10,9 @@ would grow the agent's caches and hide what the churn does to them.
   fx-churn-kid threads with samples in churn_burn and in the dlopen'ed
   plug_hot, and every frame of fx-churn and libfxplug.so is named;
 - their time is where it was spent, as perf sees it: perf records the
-  whole system at 99 Hz through both churns (`perf record -a -g`), and the
-  kids are the processes fx-churn forked (perf's FORK records; in the
+  target cgroup at 99 Hz through both churns (`perf record -a -G`: cgroup
+  events per CPU, as the agent's target), and the kids are the processes
+  fx-churn forked (perf's FORK records; in the
   agent's chunks, every process of the target cgroup but fx-churn). Of the
   kids' samples, the share whose user leaf is the kids' work (churn_burn,
   the plug-in's plug_hot, and what they call of their own) is the same in
@@ -117,7 +118,7 @@ def run(t, cg):
     mem.start()
     exe = os.path.join(t.workloads, "fx-churn")
     t.require(os.access(exe, os.X_OK), f"{exe} is not built")
-    perf = fxtest.PerfRecord(t).start()
+    perf = fxtest.PerfRecord(t, cgroup=rel).start()
     runs = [churn_once(t, exe, procs) for _ in range(2)]
     perf.stop()
     end = runs[-1][1]
@@ -184,7 +185,8 @@ def run(t, cg):
         t.check(not unnamed, f"seq {seq}: frames of fx-churn or libfxplug.so without a "
                 f"name: {sorted(unnamed)[:5]}")
 
-    leaves = perf.leaves()
+    # Before its exec a kid is named fx-churn, after its prctl fx-churn-kid.
+    leaves = perf.leaves(comms=("fx-churn", "fx-churn-kid"))
     kids = {child for child, parent in perf.forks if parent in parents and child != parent}
     p_kids = [leaf for pid, leaf in leaves if pid in kids]
     p_work, p_total = sum(leaf in WORK for leaf in p_kids), len(p_kids)

@@ -4,8 +4,8 @@ recorded, 99 samples a second of the CPU it had within the recording (polled fro
 the kernel; within 3.5 standard errors of a count plus 3), hot_a ~70% and hot_b
 ~30% of its samples, each under main -> hot_caller.
 
-The split is compared with perf recording the whole system the same way (99 Hz
-cpu-clock per CPU) in the same run: of perf's samples of the process, the share
+The split is compared with perf recording the same process (`perf record -p`,
+99 Hz cpu-clock) in the same run: of perf's samples of the process, the share
 whose user leaf is hot_a (hot_b), within 3.5 standard errors of the difference of
 the two samplings plus 2 points. Not with a fixed 70%: fx-hot-ab does 7 units of
 work in hot_a for 3 in hot_b, but when it shares a CPU the split its samples show
@@ -21,11 +21,11 @@ SECONDS = 5
 def body(t):
     w = t.workload("fx-hot-ab", SECONDS + 30)
     time.sleep(0.3)
-    perf = fxtest.PerfRecord(t).start()
+    perf = fxtest.PerfRecord(t, pids=[w.pid]).start()
     prof = t.record("hot_ab", SECONDS, pids=[w.pid], measure=[w.pid])
     perf.stop()
     t.kill_processes()
-    p_leaves = [leaf for pid, leaf in perf.leaves() if pid == w.pid]
+    p_leaves = [leaf for pid, leaf in perf.leaves(pids=[w.pid]) if pid == w.pid]
     p_n = len(p_leaves)
     p_share = {fn: 100.0 * sum(leaf == fn for leaf in p_leaves) / max(p_n, 1)
                for fn in ("hot_a", "hot_b")}
