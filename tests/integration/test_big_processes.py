@@ -2,15 +2,23 @@
 """Big processes, each under a 5 s `fxagent --once` of the whole system:
 
 - fx-manythreads: a process with 2000 threads (mt-0 ... mt-1999), each waking
-  every second to burn 0.3 ms in thread_burn. Hundreds of them get samples;
-  each such thread is its own named thread of that process in the profile, and
-  their stacks are whole (worker > thread_burn);
+  every second to burn 0.3 ms in thread_burn. Hundreds of them get samples:
+  at least half of how many the threads' own CPU times in the recording
+  should give at 99 Hz (a thread that ran c s is sampled with probability
+  1 - exp(-99 c)), less 3.5 standard errors; each such thread is its own named
+  thread of that process in the profile, and their stacks are whole
+  (worker > thread_burn);
 - fx-maps: a process with 5000 separate anonymous executable mappings (5000
   MMAP2 records, 5000 lines of /proc/PID/maps) spinning in maps_hot: its
-  samples are whole (main > maps_hot).
-The agent exits 0 each time; its CPU time and peak RSS are printed.
+  samples are whole (main > maps_hot), and at least fxtest.min_samples of its
+  CPU time in the recording.
+The agent exits 0 each time; its CPU time and peak RSS are printed. The
+workloads run until the test ends them: making 2000 threads takes most of
+ten seconds on half a CPU, so a lifetime counted from their start would end
+them during the recording.
 """
 
+import math
 import os
 import re
 import subprocess
@@ -23,13 +31,14 @@ REGIONS = 5000
 
 
 def record(t, tag, exe, *args):
-    w = subprocess.Popen([os.path.join(t.workloads, exe), "12", *map(str, args)],
+    w = subprocess.Popen([os.path.join(t.workloads, exe), "3600", *map(str, args)],
                          stdout=subprocess.PIPE, text=True)
     t._procs.append(w)
     ready = w.stdout.readline().strip()  # printed once all threads or maps are made
     t.require(ready == str(args[0]), f"{exe} did not get ready: {ready!r}")
     out = os.path.join(t.work, f"{tag}.json.gz")
     log = os.path.join(t.work, f"{tag}.log")
+    before = fxtest.thread_cpu_ns(w.pid)
     start = time.monotonic()
     with open(log, "w") as f:
         a = subprocess.Popen([t.agent, "--once", "-d", "5s", "-o", out, "-v"],
@@ -48,18 +57,26 @@ def record(t, tag, exe, *args):
         if "stats:" in ln:
             t.note("  " + ln)
     t.require(a.returncode == 0, f"{tag}: fxagent --once exited {a.returncode}: {err[-1500:]}")
+    after = fxtest.thread_cpu_ns(w.pid)
     w.kill()
     w.wait()
-    return t.load(out), w.pid
+    # CPU seconds of each thread over the agent's run (a little more than the
+    # recording: its start and its writing).
+    cpu = {tid: (ns - before.get(tid, 0)) / 1e9 for tid, ns in after.items()}
+    return t.load(out), w.pid, cpu
 
 
 def body(t):
-    prof, pid = record(t, "threads", "fx-manythreads", THREADS)
+    prof, pid, cpu = record(t, "threads", "fx-manythreads", THREADS)
     th = prof.threads_of(pid)
     sampled = [x for x in th if prof.weight([x]) > 0]
     names = {x["name"] for x in sampled}
-    t.note(f"fx-manythreads: {len(sampled)} threads with samples, {len(names)} names")
-    t.check(len(sampled) >= 100, f"only {len(sampled)} of {THREADS} threads have samples")
+    expect = sum(1 - math.exp(-fxtest.HZ * c) for c in cpu.values())
+    least = max(1, int(expect / 2 - 3.5 * expect ** 0.5))
+    t.note(f"fx-manythreads: {len(sampled)} threads with samples, {len(names)} names; "
+           f"the threads' CPU times say {expect:.0f} ({sum(cpu.values()):.2f} CPU s)")
+    t.check(len(sampled) >= least, f"only {len(sampled)} of {THREADS} threads have samples; "
+            f"their CPU times in the recording say {expect:.0f} (at least {least})")
     bad = sorted(n for n in names if not re.fullmatch(r"mt-\d+|fx-manythreads", n))
     t.check(not bad, f"threads named {bad[:5]}")
     t.check(len(names) == len(sampled), "two threads of the profile share a name: "
@@ -69,12 +86,14 @@ def body(t):
     t.note(f"fx-manythreads: {whole:.0f}% worker > thread_burn")
     t.check(whole > 80, f"{whole:.0f}% of fx-manythreads' samples are worker > thread_burn")
 
-    prof, pid = record(t, "maps", "fx-maps", REGIONS)
+    prof, pid, cpu = record(t, "maps", "fx-maps", REGIONS)
     th = prof.threads_of(pid)
     whole = prof.share(th, lambda st: fxtest.contains(prof.user_names(st),
                                                        ["main", "maps_hot"]))
     t.note(f"fx-maps: {prof.weight(th)} samples, {whole:.0f}% main > maps_hot")
-    t.check(prof.weight(th) > 100, f"{prof.weight(th)} samples of fx-maps")
+    least = fxtest.min_samples(sum(cpu.values()))
+    t.check(prof.weight(th) >= least, f"{prof.weight(th)} samples of fx-maps, which used "
+            f"{sum(cpu.values()):.2f} CPU s in the recording (at least {least})")
     t.check(whole > 90, f"{whole:.0f}% of fx-maps' samples are main > maps_hot")
 
 

@@ -103,8 +103,10 @@ def churn_once(t, exe, procs):
     kids, cpu = int(kids), float(cpu)
     t.note(f"fx-churn started {kids} processes in {end - start:.1f} s; they used "
            f"{cpu:.2f} CPU s, {2 * kids / 1000:.2f} of them in their work")
-    # A third of what was asked: the rate is a target that a slow fork misses.
-    t.check(kids >= RATE * CHURN_S / 3, f"only {kids} processes started")
+    # The rate asked is a target: a machine forks as fast as it can (about 290
+    # a second on a quiet machine of this kind, 45 on half a CPU). What the
+    # checks below need is churn at all: every 2 s window with dozens of kids.
+    t.check(kids >= 20 * CHURN_S, f"only {kids} processes started in {CHURN_S} s")
     return start, end, kids, cpu, churn.pid
 
 
