@@ -66,6 +66,21 @@ def wait_for(cond, timeout, period=0.05):
         time.sleep(period)
 
 
+def wait_drained(count, stall, period=0.2):
+    """Polls count() until it is 0, or it has not fallen for `stall` (scaled)
+    seconds: a queue that a slow machine drains slowly but steadily is waited
+    for, one that is stuck is not. Returns the last count."""
+    last, since = count(), time.monotonic()
+    while last:
+        time.sleep(period)
+        now = count()
+        if now < last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= scaled(stall):
+            break
+    return last
+
+
 class Stop(Exception):
     """Raised by Test.require: the test cannot go on."""
 
