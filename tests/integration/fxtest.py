@@ -750,6 +750,20 @@ class PerfRecord:
         return out
 
 
+def fresh_binary(src, dst):
+    """A copy of @src at @dst with a random build-id: a binary the agent has
+    never seen (its symbolizer keeps one object per build-id)."""
+    out = subprocess.run(["readelf", "-n", src], capture_output=True, text=True, check=True)
+    bid = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", out.stdout).group(1))
+    with open(src, "rb") as f:
+        data = f.read()
+    if data.count(bid) != 1:
+        raise Stop(f"{src}: its build-id found {data.count(bid)} times")
+    with open(dst, "wb") as f:
+        f.write(data.replace(bid, os.urandom(len(bid))))
+    os.chmod(dst, 0o755)
+
+
 def user_leaf(prof, stack):
     """The user leaf function of a stack of the agent's (its first frame
     outside the kernel, from the leaf), or None: what PerfRecord.leaves()

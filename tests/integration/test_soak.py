@@ -29,7 +29,6 @@ system, as targets need.)
 """
 
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -40,18 +39,6 @@ import fxtest
 from fxdaemon import Daemon, EPS_MS, check_chunk, spawn_in, with_cgroups
 
 WINDOW = 10
-
-
-def fresh_binary(src, dst):
-    """A copy of @src with a random build-id: a binary the agent has never seen."""
-    out = subprocess.run(["readelf", "-n", src], capture_output=True, text=True, check=True)
-    bid = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", out.stdout).group(1))
-    with open(src, "rb") as f:
-        data = f.read()
-    assert data.count(bid) == 1, f"{src}: build-id found {data.count(bid)} times"
-    with open(dst, "wb") as f:
-        f.write(data.replace(bid, os.urandom(len(bid))))
-    os.chmod(dst, 0o755)
 
 
 def run(t, cg):
@@ -79,7 +66,7 @@ def run(t, cg):
         while not stop.wait(2.0):
             n += 1
             exe = os.path.join(t.work, f"fx-short-{n}")
-            fresh_binary(short, exe)
+            fxtest.fresh_binary(short, exe)
             kids = [subprocess.Popen([exe, "5"], preexec_fn=join) for _ in range(20)]
             kids.append(subprocess.Popen([dl, "1.5"], preexec_fn=join))
             for k in kids:

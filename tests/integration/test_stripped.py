@@ -72,19 +72,6 @@ def leaves(prof, threads):
     return names, addrs
 
 
-def fresh_build_id(src, dst):
-    """A copy of @src at @dst whose build-id is @src's with its bytes reversed."""
-    out = subprocess.run(["readelf", "-n", src], capture_output=True, text=True, check=True)
-    bid = bytes.fromhex(re.search(r"Build ID: ([0-9a-f]+)", out.stdout).group(1))
-    with open(src, "rb") as f:
-        data = f.read()
-    if data.count(bid) != 1:
-        raise fxtest.Stop(f"{src}: its build-id found {data.count(bid)} times")
-    with open(dst, "wb") as f:
-        f.write(data.replace(bid, bid[::-1]))
-    os.chmod(dst, 0o755)
-
-
 def check_hot_ab(t):
     full = os.path.join(t.workloads, "fx-hot-ab")
     stripped = os.path.join(t.work, "fx-hot-ab-stripped")
@@ -94,7 +81,7 @@ def check_hot_ab(t):
     t.require(r.returncode == 0, f"strip: {r.stderr}")
     # A build-id of its own: the symbolizer keeps one object per build-id, and
     # the copy would otherwise be named from the unstripped binary.
-    fresh_build_id(same_id, stripped)
+    fxtest.fresh_binary(same_id, stripped)
     offs = function_offsets(full)
     t.require("hot_a" in offs and "hot_b" in offs, f"no hot_a/hot_b in {full}: {sorted(offs)}")
     # One recording of both: the same machine, the same moment.
