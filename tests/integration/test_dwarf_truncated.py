@@ -19,7 +19,8 @@ SECONDS = 3
 def deep(t):
     w = t.workload("fx-deep", SECONDS + 30)
     time.sleep(0.3)
-    prof = t.record("deep-4k", SECONDS, pids=[w.pid], extra=["--stack-bytes", "4096"])
+    prof = t.record("deep-4k", SECONDS, pids=[w.pid], extra=["--stack-bytes", "4096"],
+                    measure=[w.pid])
     t.kill_processes()
     rec = prof.recording()
     ths = prof.threads_of(w.pid)
@@ -32,7 +33,9 @@ def deep(t):
     median = depths[len(depths) // 2] if depths else 0
     t.note(f"fx-deep, --stack-bytes 4096: {n} samples, marker {rec}, deep_hot {hot:.1f}%, "
            f"main {main:.1f}%, median {median} deep_down frames per stack")
-    t.require(n >= 100, f"fx-deep: only {n} samples")
+    least = fxtest.min_samples(prof.cpu_s(w.pid))
+    t.require(n >= least, f"fx-deep: only {n} samples for {prof.cpu_s(w.pid):.2f} CPU s in "
+              f"the recording (at least {least})")
     t.check(rec["samples"] == n, f"marker samples {rec['samples']}, but fx-deep has {n} "
             "samples (only it was recorded)")
     t.check(rec["truncated"] > 0, f"marker truncated {rec['truncated']}: no walk of fx-deep's "
@@ -59,14 +62,16 @@ def deep(t):
 def shallow(t):
     w = t.workload("fx-hot-ab", SECONDS + 30)
     time.sleep(0.3)
-    prof = t.record("hot-ab-default", SECONDS, pids=[w.pid])
+    prof = t.record("hot-ab-default", SECONDS, pids=[w.pid], measure=[w.pid])
     t.kill_processes()
     rec = prof.recording()
     ths = prof.threads_of(w.pid)
     n = prof.weight(ths)
     main = prof.share(ths, prof.has_func("main"))
     t.note(f"fx-hot-ab, default stack copy: {n} samples, marker {rec}, main {main:.1f}%")
-    t.require(n >= 100, f"fx-hot-ab: only {n} samples")
+    least = fxtest.min_samples(prof.cpu_s(w.pid))
+    t.require(n >= least, f"fx-hot-ab: only {n} samples for {prof.cpu_s(w.pid):.2f} CPU s in "
+              f"the recording (at least {least})")
     t.check(rec["truncated"] <= 0.02 * rec["samples"],
             f"marker truncated {rec['truncated']} of {rec['samples']} samples: a shallow "
             "stack should unwind whole in 16 KiB (want <= 2%)")

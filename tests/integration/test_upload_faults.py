@@ -218,14 +218,27 @@ def run(t, srv, poll):
     # 6. The spool's bound while the collector is down.
     spool = os.path.join(t.work, "limit-spool")
     watch = SpoolWatch(spool, os.path.join(t.work, "limit-kept"))
-    threads = t.workload("fx-threads", 30)
+    threads = t.workload("fx-threads", 600)  # ended with the test
     d = Daemon(t, "limit", config(f"http://127.0.0.1:{free_port()}/ok/" + URL_TAIL, spool, 1,
                                   extra="  max_bytes: 1MiB\nsampling:\n  frequency: 10000\n"))
     d.wait_started()
-    # Until the first drop; a sanitizer build writes smaller chunks (it loses
-    # more of the 10000 Hz samples), so it takes longer to fill 1 MiB.
-    t.require(fxtest.wait_for(lambda: re.search(r"[1-9]\d* dropped", d.text()), 25, 0.2),
-              f"limit: no chunk dropped in {fxtest.scaled(25):.0f} s: {d.text()[-1500:]}")
+    # Until the first drop, while the spool keeps growing: a sanitizer build
+    # writes smaller chunks (it loses more of the 10000 Hz samples), and half a
+    # CPU gives fx-threads fewer samples to fill 1 MiB with.
+    def to_go():
+        if re.search(r"[1-9]\d* dropped", d.text()):
+            return 0
+        size = 0
+        for n in pending(spool):
+            try:
+                size += os.path.getsize(os.path.join(spool, n))
+            except OSError:
+                pass  # dropped meanwhile
+        return max(1, (1 << 20) + 1 - size)
+
+    t.require(not fxtest.wait_drained(to_go, 20),
+              f"limit: no chunk dropped, and the spool stopped growing for 20 s: "
+              f"{d.text()[-1500:]}")
     # A chunk more after the first drop.
     n = len(wrote(d.text()))
     fxtest.wait_for(lambda: len(wrote(d.text())) > n, 3, 0.1)

@@ -50,7 +50,13 @@ def run(t, srv):
     while time.monotonic() < deadline and set(old) & {SPOOL_RE.match(n)["id"]
                                                       for n in pending(spool)}:
         time.sleep(0.1)
-    time.sleep(1.2)  # a chunk of the new run too
+    # A chunk of the new run uploaded too, however long a loaded machine
+    # takes to write and send it (was a fixed 1.2 s).
+    def new_sent():
+        sent = {URL_RE.search(e["path"])["id"] for e in srv.log() if URL_RE.search(e["path"])}
+        return set(wrote(d2.text())) & sent
+    t.check(fxtest.wait_for(new_sent, 10, 0.1), "no chunk of the new run uploaded within "
+            f"{fxtest.scaled(10):.0f} s")
     rc = d2.stop()
     watch.stop()
     t.require(rc == 0, f"fxagent exited {rc} after SIGINT: {d2.text()[-2000:]}")
