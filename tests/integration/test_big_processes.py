@@ -13,9 +13,9 @@
   samples are whole (main > maps_hot), and at least fxtest.min_samples of its
   CPU time in the recording.
 The agent exits 0 each time; its CPU time and peak RSS are printed. The
-workloads run until the test ends them: making 2000 threads takes most of
-ten seconds on half a CPU, so a lifetime counted from their start would end
-them during the recording.
+workloads run until the test ends them, when the recording ends: making 2000
+threads takes most of ten seconds on half a CPU, so a lifetime counted from
+their start ended them during the recording.
 """
 
 import math
@@ -38,11 +38,19 @@ def record(t, tag, exe, *args):
     t.require(ready == str(args[0]), f"{exe} did not get ready: {ready!r}")
     out = os.path.join(t.work, f"{tag}.json.gz")
     log = os.path.join(t.work, f"{tag}.log")
-    before = fxtest.thread_cpu_ns(w.pid)
     start = time.monotonic()
     with open(log, "w") as f:
         a = subprocess.Popen([t.agent, "--once", "-d", "5s", "-o", out, "-v"],
                              stdout=subprocess.DEVNULL, stderr=f)
+    # The recording ends when the agent frees its perf events (before it
+    # symbolizes): the workload's CPU is taken then, and the workload ended,
+    # so that on half a CPU its 2000 threads do not starve the agent's work.
+    fxtest.wait_for(lambda: fxtest.perf_events_open(a.pid), 30)
+    before = fxtest.thread_cpu_ns(w.pid)
+    fxtest.wait_for(lambda: not fxtest.perf_events_open(a.pid), 60)
+    after = fxtest.thread_cpu_ns(w.pid)
+    w.kill()
+    w.wait()
     # wait4: the agent's own CPU time.
     _, status, ru = os.wait4(a.pid, 0)
     a.returncode = os.waitstatus_to_exitcode(status)
@@ -57,11 +65,8 @@ def record(t, tag, exe, *args):
         if "stats:" in ln:
             t.note("  " + ln)
     t.require(a.returncode == 0, f"{tag}: fxagent --once exited {a.returncode}: {err[-1500:]}")
-    after = fxtest.thread_cpu_ns(w.pid)
-    w.kill()
-    w.wait()
-    # CPU seconds of each thread over the agent's run (a little more than the
-    # recording: its start and its writing).
+    # CPU seconds of each thread over the recording (from when the agent's
+    # events were open to when they were freed).
     cpu = {tid: (ns - before.get(tid, 0)) / 1e9 for tid, ns in after.items()}
     return t.load(out), w.pid, cpu
 
