@@ -98,8 +98,7 @@ def spawn_in(t, cgroup_dir, name, *args):
     return t.spawn([exe, *map(str, args)], preexec_fn=join)
 
 
-# Kept here too for the daemon tests that import them from this module.
-task_cpu_ns = fxtest.task_cpu_ns
+# Kept here too for the daemon tests that import it from this module.
 CpuPoller = fxtest.CpuPoller
 
 

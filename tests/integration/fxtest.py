@@ -549,17 +549,9 @@ def open_files(pid):
 def perf_events_open(pid):
     """How many perf events process pid has open (0 once it is gone)."""
     try:
-        return sum(1 for fd in os.listdir(f"/proc/{pid}/fd")
-                   if _readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[perf_event]")
+        return open_files(pid).count("anon_inode:[perf_event]")
     except OSError:
         return 0
-
-
-def _readlink(path):
-    try:
-        return os.readlink(path)
-    except OSError:
-        return None
 
 
 def mapped_files():
@@ -576,13 +568,6 @@ def mapped_files():
         except OSError:
             pass  # gone meanwhile, or a kernel thread
     return out
-
-
-def cpu_seconds(pid):
-    """User + system CPU time of a process so far, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def thread_cpu_ns(pid):
