@@ -33,7 +33,10 @@ script is used up.
 Control paths (not logged): GET /__log is the JSON list of the requests
 received, oldest first (GET /__log?last=N: the last N); each entry has n,
 client [ip, port], method, path, mode, headers (lower-case names), body_len,
-body_sha256 and status (null while hanging or for close). GET /__body/N gives
+body_sha256, status (null while hanging or for close), received (when the
+request line was read) and answered (just before the answer was written, null
+without one), both CLOCK_MONOTONIC seconds as Python's time.monotonic(), so a
+test compares them with its own clock and no poller's delay enters a gap. GET /__body/N gives
 the body of request N (the newest --max-stored-bytes of bodies are kept).
 POST /__reset forgets requests and counters; POST /__quit stops the server.
 
@@ -186,6 +189,7 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(404, b"unknown control path\n")
 
     def handle_any(self):
+        received = time.monotonic()
         st = self.server.state
         path, _, query = self.path.partition("?")
         if path.startswith("/__"):
@@ -209,6 +213,8 @@ class Handler(BaseHTTPRequestHandler):
             "body_len": len(body),
             "body_sha256": digest,
             "status": None,
+            "received": received,
+            "answered": None,
         }
         n = st.record(entry, body)
 
@@ -226,6 +232,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode == "big":
             entry["status"] = 200
+            entry["answered"] = time.monotonic()
             entry["sent"] = 0
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
@@ -267,6 +274,7 @@ class Handler(BaseHTTPRequestHandler):
             if arg is not None:
                 extra.append(("Retry-After", str(arg)))
         entry["status"] = code
+        entry["answered"] = time.monotonic()
         self.reply(code, text, "application/json" if mode == "ok" else "text/plain", extra)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = handle_any
