@@ -748,10 +748,11 @@ int main(int argc, char **argv)
 
 		ret = fx_daemon_run(&cfg, &ctl, &st) < 0 ? 1 : 0;
 		/* The figures bench/daemon.py reads-> */
-		fx_info("stats: windows %" PRIu64 ", chunks %" PRIu64 ", chunk errors %" PRIu64
-			", samples %" PRIu64 ", rotation avg %.1f us max %.1f us, rotation cpu avg "
+		fx_info("stats: windows %" PRIu64 " (stretched %" PRIu64 "), chunks %" PRIu64
+			", chunk errors %" PRIu64 ", samples %" PRIu64
+			", rotation avg %.1f us max %.1f us, rotation cpu avg "
 			"%.1f us max %.1f us, peak rss %.1f MiB",
-			ds->windows, ds->chunks, ds->chunk_errors, ds->samples,
+			ds->windows, ds->stretched, ds->chunks, ds->chunk_errors, ds->samples,
 			ds->windows ? (double)ds->rotation_ns_sum / (double)ds->windows / 1000.0
 				    : 0,
 			(double)ds->rotation_ns_max / 1000.0,

@@ -246,7 +246,8 @@ ONCE_STATS = re.compile(
 DWARF_STATS = re.compile(r"stats: dwarf unwinds (\d+), median ([\d.]+) us, p99 ([\d.]+) us, "
                          r"truncated (\d+)")
 DAEMON_STATS = re.compile(
-    r"stats: windows (\d+), chunks (\d+), chunk errors (\d+), samples (\d+), rotation avg "
+    r"stats: windows (\d+)(?: \(stretched \d+\))?, chunks (\d+), chunk errors (\d+), "
+    r"samples (\d+), rotation avg "
     r"([\d.]+) us max ([\d.]+) us, rotation cpu avg ([\d.]+) us max ([\d.]+) us, peak rss "
     r"([\d.]+) MiB")
 

@@ -27,7 +27,37 @@
 
 /* ---- recorder hooks ---- */
 
+/* Closed windows that may wait for the publisher while it writes another.
+ * Past that, the open window stays open: a publisher slower than the
+ * windows (a slow or starved host, a big first symbolization) gets longer
+ * windows to write, which cost less per sample, and the agent's memory and
+ * the time a stop takes to write what is left stay bounded. No sample is
+ * dropped for it. */
+#define MAX_WAITING 2
+
 static void rotate(struct fx_pipeline *p, uint64_t end);
+static uint64_t window_end(const struct fx_pipeline *p, uint64_t start);
+
+/* The open window's end came: close it, or keep it one window longer while
+ * the publisher is behind. */
+static void next_window(struct fx_pipeline *p)
+{
+	size_t waiting = p->opts.thread ? fx_publish_waiting(p->pub) : 0;
+
+	if (waiting >= MAX_WAITING) {
+		if (!p->stretching)
+			fx_log(FX_LOG_WARN,
+			       "writing chunks takes longer than the windows last (%zu windows "
+			       "wait): window %" PRId64 " stays open until they are written",
+			       waiting, p->seq);
+		p->stretching = true;
+		__atomic_add_fetch(&p->stats.stretched, 1, __ATOMIC_RELAXED);
+		p->win_end = window_end(p, p->win_end);
+		return;
+	}
+	p->stretching = false;
+	rotate(p, p->win_end);
+}
 
 /* Rotation follows the records' own clock: each sample and each LOST record
  * lands in the window its time falls in. Held (a reload pending), the driver
@@ -35,7 +65,7 @@ static void rotate(struct fx_pipeline *p, uint64_t end);
 static void advance(struct fx_pipeline *p, uint64_t time_ns)
 {
 	while (time_ns >= p->win_end && !p->hold)
-		rotate(p, p->win_end);
+		next_window(p);
 }
 
 static void before_sample(void *ctx, uint64_t time_ns)
@@ -371,7 +401,7 @@ int fx_pipeline_step(struct fx_pipeline *p, int max_wait_ms)
 		if (ret < 0 || p->hold)
 			return ret;
 		if (now >= p->win_end)
-			rotate(p, p->win_end);
+			next_window(p);
 	}
 	if (p->g->cgroup_mode && now - p->last_check >= 1000000000ull) {
 		fx_targets_recheck(p);

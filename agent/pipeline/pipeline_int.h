@@ -124,6 +124,7 @@ struct fx_pipeline {
 	int64_t wall_minus_mono;     /* ns */
 	int64_t seq;
 	bool hold;
+	bool stretching; /* the open window outlived its end: the publisher is behind */
 	uint64_t last_check;
 	struct totals tot;
 	struct publisher *pub;
@@ -159,6 +160,8 @@ int fx_publish_new(struct fx_pipeline *p, struct publisher **out);
 void fx_publish_setenv(const struct fx_config *cfg);
 /* Takes @b (and a reference to b->g): queued for the thread, or written now. */
 void fx_publish_push(struct publisher *pub, struct batch *b);
+/* Batches queued for the thread and not yet taken (0 without a thread). */
+size_t fx_publish_waiting(struct publisher *pub);
 /* Writes or waits for what is queued, and ends the thread. */
 void fx_publish_finish(struct publisher *pub);
 void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns);

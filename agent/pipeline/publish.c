@@ -34,6 +34,7 @@ struct publisher {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct batch *head, *tail; /* under mu */
+	size_t waiting;		   /* batches from head to tail; under mu */
 	bool quit;		   /* under mu */
 	uint64_t stop_at;	   /* CLOCK_MONOTONIC; set once a stop began; under mu */
 	/* The sinks: the one file (--once --output), or output.directory and,
@@ -374,6 +375,10 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 	const struct fx_metric m[] = {
 		{ "fxagent_windows_total", "Windows closed.", false, NULL, NULL,
 		  (double)t->windows },
+		{ "fxagent_windows_stretched_total",
+		  "Window ends passed while the chunks were behind (each kept the open window "
+		  "one window longer).",
+		  false, NULL, NULL, (double)__atomic_load_n(&ps->stretched, __ATOMIC_RELAXED) },
 		{ "fxagent_samples_total", "Samples recorded.", false, NULL, NULL,
 		  (double)t->samples },
 		{ "fxagent_lost_samples_total", "Samples the kernel lost (rings overflowed).",
@@ -595,6 +600,7 @@ static struct batch *next_batch(struct publisher *pub, bool wait)
 		pub->head = b->next;
 		if (!pub->head)
 			pub->tail = NULL;
+		pub->waiting--;
 	}
 	pthread_mutex_unlock(&pub->mu);
 	return b;
@@ -668,8 +674,19 @@ void fx_publish_push(struct publisher *pub, struct batch *b)
 	else
 		pub->head = b;
 	pub->tail = b;
+	pub->waiting++;
 	pthread_cond_signal(&pub->cv);
 	pthread_mutex_unlock(&pub->mu);
+}
+
+size_t fx_publish_waiting(struct publisher *pub)
+{
+	size_t n;
+
+	pthread_mutex_lock(&pub->mu);
+	n = pub->waiting;
+	pthread_mutex_unlock(&pub->mu);
+	return n;
 }
 
 void fx_publish_finish(struct publisher *pub)

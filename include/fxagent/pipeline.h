@@ -60,6 +60,9 @@ struct fx_pipeline_stats {
 	uint64_t chunk_errors; /* chunks that could not be written */
 	uint64_t samples;
 	uint64_t lost;
+	/* Window ends passed while the publisher was behind: each made the open
+	 * window one window longer. */
+	uint64_t stretched;
 	/* Time the sampling thread spent rotating windows: wall clock and the
 	 * thread's own CPU time. */
 	uint64_t rotation_ns_max, rotation_ns_sum;

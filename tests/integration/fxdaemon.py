@@ -105,10 +105,11 @@ CpuPoller = fxtest.CpuPoller
 class Daemon:
     """fxagent in daemon mode with its own config file, output directory and log."""
 
-    def __init__(self, t, tag, config, *args, env=None):
+    def __init__(self, t, tag, config, *args, env=None, out=None):
+        """out: the output directory (default TAG/chunks in the test's work)."""
         self.t = t
         self.dir = os.path.join(t.work, tag)
-        self.out = os.path.join(self.dir, "chunks")
+        self.out = out or os.path.join(self.dir, "chunks")
         os.makedirs(self.dir)
         self.config = os.path.join(self.dir, "fxagent.yaml")
         with open(self.config, "w") as f:
