@@ -2,7 +2,8 @@
 """Big processes, each under a 5 s `fxagent --once` of the whole system:
 
 - fx-manythreads: a process with 2000 threads (mt-0 ... mt-1999), each waking
-  every second to burn 0.3 ms in thread_burn. Hundreds of them get samples:
+  every second to burn about 0.1 ms in thread_burn (a sixth of a CPU in all,
+  so that half a CPU leaves the agent room). About a hundred get samples:
   at least half of how many the threads' own CPU times in the recording
   should give at 99 Hz (a thread that ran c s is sampled with probability
   1 - exp(-99 c)), less 3.5 standard errors; each such thread is its own named
@@ -21,6 +22,7 @@ their start ended them during the recording.
 import math
 import os
 import re
+import select
 import subprocess
 import time
 
@@ -34,7 +36,10 @@ def record(t, tag, exe, *args):
     w = subprocess.Popen([os.path.join(t.workloads, exe), "3600", *map(str, args)],
                          stdout=subprocess.PIPE, text=True)
     t._procs.append(w)
-    ready = w.stdout.readline().strip()  # printed once all threads or maps are made
+    # It prints its count once all threads or maps are made.
+    t.require(select.select([w.stdout], [], [], fxtest.scaled(60))[0],
+              f"{exe} did not get ready within {fxtest.scaled(60):.0f} s")
+    ready = w.stdout.readline().strip()
     t.require(ready == str(args[0]), f"{exe} did not get ready: {ready!r}")
     out = os.path.join(t.work, f"{tag}.json.gz")
     log = os.path.join(t.work, f"{tag}.log")
