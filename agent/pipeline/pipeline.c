@@ -55,7 +55,10 @@ static void next_window(struct fx_pipeline *p)
 		p->win_end = window_end(p, p->win_end);
 		return;
 	}
-	p->stretching = false;
+	/* Said again only after the writer has caught up: a writer that stays
+	 * slow (--check-names, a starved host) is said once, not per window. */
+	if (!waiting)
+		p->stretching = false;
 	rotate(p, p->win_end);
 }
 

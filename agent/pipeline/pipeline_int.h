@@ -124,12 +124,13 @@ struct fx_pipeline {
 	int64_t wall_minus_mono;     /* ns */
 	int64_t seq;
 	bool hold;
-	bool stretching; /* the open window outlived its end: the publisher is behind */
+	bool stretching; /* windows were kept open, and the writer has not caught up since */
 	uint64_t last_check;
 	struct totals tot;
 	struct publisher *pub;
 	pthread_mutex_t gen_mu;		/* gen reference counts */
 	struct fx_pipeline_stats stats; /* chunk counts: atomics */
+	unsigned names_log_left;	/* wrong names still to log (the publisher's) */
 };
 
 /* targets.c */
