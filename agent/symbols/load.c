@@ -321,16 +321,33 @@ static void attach_dwarf(struct fx_symbolizer *s, struct object *o, Elf *elf, in
 	s->dw_bytes += bytes;
 }
 
-/* Reads again the DWARF released for the budget; gives up for good on failure. */
-void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o)
+/* Reads again the DWARF released for the budget: from its path, or, for an
+ * object first read through an fd (no path to open again: another mount
+ * namespace, a deleted file), through the source asked for now, @src (its
+ * fd, else its path): the build-id check below makes sure it is the same
+ * file. Gives up for good on failure. */
+void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o, const struct fx_elf_source *src)
 {
 	uint8_t id[FX_BUILD_ID_MAX];
 	Elf *elf = NULL;
 	int fd = -1;
 
 	o->dw_released = false;
-	if (!o->dw_path || sym_open_elf(o->dw_path, &fd, &elf) != 0)
+	if (o->dw_path) {
+		if (sym_open_elf(o->dw_path, &fd, &elf) != 0)
+			return;
+	} else if (src && src->fd >= 0) {
+		fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0)
+			return;
+		elf = elf_begin(fd, ELF_C_READ, NULL);
+		if (!elf || elf_kind(elf) != ELF_K_ELF) {
+			sym_close_elf(&fd, &elf);
+			return;
+		}
+	} else if (!src || !src->path || sym_open_elf(src->path, &fd, &elf) != 0) {
 		return;
+	}
 	if (o->dw_id_len && (fx_elf_build_id_fd(fd, id, sizeof(id)) != (int)o->dw_id_len ||
 			     memcmp(id, o->dw_id, o->dw_id_len) != 0)) {
 		sym_close_elf(&fd, &elf);

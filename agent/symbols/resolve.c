@@ -88,9 +88,10 @@ static int fde_result(struct object *o, uint64_t offset, uint64_t svma, const st
 
 /* The result of @offset in @o into @r, its frames in @o's result arena: the
  * function table's name with the DWARF's inline chain and lines, or a
- * fallback. Returns 0 or -ENOMEM. */
-static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
-		   struct fx_sym_result *r)
+ * fallback. @src: the source asked for now (DWARF shed is read again
+ * through it). Returns 0 or -ENOMEM. */
+static int compute(struct fx_symbolizer *s, struct object *o, const struct fx_elf_source *src,
+		   uint64_t offset, struct fx_sym_result *r)
 {
 	struct dw_level lv[MAX_INLINE_DEPTH];
 	struct func *f = NULL, plt;
@@ -108,7 +109,7 @@ static int compute(struct fx_symbolizer *s, struct object *o, uint64_t offset,
 		return fallback(o, offset, r);
 	}
 	if (o->dw_released)
-		sym_reattach_dwarf(s, o);
+		sym_reattach_dwarf(s, o, src);
 	else if (o->dw_parked)
 		sym_unpark_dwarf(o);
 	svma = s->rel_addrs ? o->base + offset : sym_offset_to_svma(o, offset);
@@ -248,7 +249,7 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		if (c) {
 			s->stats.cache_hits++;
 			out[i] = c->res;
-		} else if (o && compute(s, o, offsets[i], &out[i]) == 0) {
+		} else if (o && compute(s, o, src, offsets[i], &out[i]) == 0) {
 			if (pos != SIZE_MAX)
 				sym_cache_add(o, pos, offsets[i], &out[i]);
 		} else {

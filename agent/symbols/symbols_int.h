@@ -319,8 +319,9 @@ static inline bool sym_holds_dwarf(const struct object *o)
 {
 	return o->dw || o->dw_parked;
 }
-/* Reads again the DWARF shed for the budget; gives up for good on failure. */
-void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o);
+/* Reads again the DWARF shed for the budget (by its path, or @src's fd);
+ * gives up for good on failure. */
+void sym_reattach_dwarf(struct fx_symbolizer *s, struct object *o, const struct fx_elf_source *src);
 /* Bytes malloc has handed out, all threads. */
 uint64_t sym_heap_bytes(void);
 

@@ -651,6 +651,47 @@ static void test_fd_source_and_cache(void **state)
 	fx_symbolizer_free(NULL);
 }
 
+/* DWARF shed for the budget is read again through the source asked for
+ * now: an object read through an fd (as the agent reads every object) has
+ * no path of its own to open again, and lost its lines and inline frames
+ * for good (found by test_symstate). */
+static void test_shed_dwarf_from_fd(void **state)
+{
+	/* Any DWARF at all is over this budget: the next object's sheds it. */
+	struct fx_symbolizer_opts o = { .max_bytes = 1 };
+	struct fx_symbolizer *s = fx_symbolizer_new(&o);
+	struct elf_sym a = fixture_sym(FIX("libfxfix.so"), "fx_fix_alpha");
+	struct elf_sym b = fixture_sym(FIX("libfxfix.so"), "fx_fix_beta");
+	struct fx_elf_source fix = { .fd = open(FIX("libfxfix.so"), O_RDONLY | O_CLOEXEC),
+				     .path = "/gone/libfxfix.so" };
+	struct fx_elf_source other = { .fd = -1, .path = FIX("libfxfix-cpp.so") };
+	struct fx_symbolizer_stats st;
+	struct fx_sym_result r;
+	uint64_t off;
+
+	(void)state;
+	assert_true(fix.fd >= 0);
+	fx_symbolizer_begin_batch(s);
+	off = a.offset;
+	fx_symbolizer_resolve(s, &fix, &off, 1, &r);
+	assert_non_null(r.frames[0].file);
+	off = 0x1000;
+	fx_symbolizer_resolve(s, &other, &off, 1, &r);
+	fx_symbolizer_get_stats(s, &st);
+	assert_true(st.dwarf_shed >= 1);
+	/* A new fd of the same file, an address not cached. (In the same
+	 * batch: a new one would trim the whole object, over such a budget.) */
+	close(fix.fd);
+	fix.fd = open(FIX("libfxfix.so"), O_RDONLY | O_CLOEXEC);
+	off = b.offset + 2;
+	fx_symbolizer_resolve(s, &fix, &off, 1, &r);
+	assert_string_equal(r.sym_name, "fx_fix_beta");
+	assert_non_null(r.frames[0].file);
+	assert_true(r.frames[r.n_frames - 1].line > 0);
+	close(fix.fd);
+	fx_symbolizer_free(s);
+}
+
 /* The object set is bounded: the least recently used object of an earlier
  * batch is dropped; the objects of the current batch stay, so its results do. */
 static void test_object_lru(void **state)
@@ -1262,6 +1303,7 @@ int main(void)
 		cmocka_unit_test(test_results_bound),
 		cmocka_unit_test(test_memory_counts_libdw),
 		cmocka_unit_test(test_dwarf_parked),
+		cmocka_unit_test(test_shed_dwarf_from_fd),
 		cmocka_unit_test(test_inflated_copies),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
