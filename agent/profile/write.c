@@ -6,6 +6,7 @@
 #include "profile_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,17 +110,36 @@ void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *va
 
 /* Each library's symbol status, as "name": "status" in meta.fxagent.symbols
  * (@extra false) or as entries of meta.extra (true). */
+/* Whether another of the libs is called as lib @i is (two python3.11 of
+ * two installs): their entries must not share a key. */
+static bool name_shared(const struct fx_profile_input *in, size_t i)
+{
+	for (size_t k = 0; k < in->nlibs; k++)
+		if (k != i && in->libs[k].symbols && in->libs[k].name &&
+		    !strcmp(in->libs[k].name, in->libs[i].name))
+			return true;
+	return false;
+}
+
+/* Each lib's source of names, keyed by its name, or by "NAME (PATH)" where
+ * two libs share a name. */
 static void write_symbols(const struct fx_profile_input *in, struct fx_json *j, bool extra)
 {
 	for (size_t i = 0; i < in->nlibs; i++) {
 		const struct fx_profile_lib *l = &in->libs[i];
+		char key[PATH_MAX + 300];
+		const char *k = l->name;
 
 		if (!l->symbols || !l->name)
 			continue;
+		if (l->path && name_shared(in, i)) {
+			snprintf(key, sizeof(key), "%s (%s)", l->name, l->path);
+			k = key;
+		}
 		if (extra)
-			fx_profile_extra_entry(j, l->name, l->symbols);
+			fx_profile_extra_entry(j, k, l->symbols);
 		else
-			fx_json_key_string(j, l->name, l->symbols);
+			fx_json_key_string(j, k, l->symbols);
 	}
 }
 

@@ -432,6 +432,36 @@ static void test_profile_tables(void **state)
 	free(m.data);
 }
 
+/* meta.fxagent.symbols keys each library by its name; two of one name (a
+ * python3.11 of Debian's, one of another install) by "NAME (PATH)", or the
+ * second's status would hide the first's. */
+static void test_symbols_shared_names(void **state)
+{
+	struct fixture *fx = *state;
+	struct fx_profile_lib l[4];
+	struct fx_profile_input in = fx->in;
+	struct membuf m = { 0 };
+	char *p;
+
+	memcpy(l, libs, sizeof(l));
+	l[0].name = "python3.11";
+	l[0].path = "/usr/bin/python3.11";
+	l[0].symbols = "stripped";
+	l[1].symbols = "debug file";
+	l[3].name = "python3.11";
+	l[3].path = "/opt/py/bin/python3.11";
+	l[3].symbols = "symtab";
+	in.libs = l;
+	in.meta.target = "web";
+	p = write_profile(&in, &m, NULL);
+	assert_jq(p, ".meta.fxagent.symbols",
+		  "{\"python3.11 (/usr/bin/python3.11)\":\"stripped\",\"libc.so.6\":\"debug "
+		  "file\",\"python3.11 (/opt/py/bin/python3.11)\":\"symtab\"}");
+	unlink(p);
+	free(p);
+	free(m.data);
+}
+
 static void test_empty_window(void **state)
 {
 	struct fx_profile_input in = { 0 };
@@ -591,6 +621,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_breakpad_id),
 		cmocka_unit_test_setup_teardown(test_profile_tables, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_symbols_shared_names, setup, teardown),
 		cmocka_unit_test(test_empty_window),
 		cmocka_unit_test_setup_teardown(test_bad_input_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_error_reported, setup, teardown),
