@@ -57,7 +57,7 @@ struct options {
 	const char *output_dir;	 /* --output-dir DIR */
 	unsigned window_seconds; /* --window SECONDS, 0 = from the config */
 	/* Which sampling flags were given: they override the config. */
-	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack;
+	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack, check_names;
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -105,6 +105,8 @@ static void usage(FILE *f)
 		"                       pointers), libdwfl (libdwfl only), check (both,\n"
 		"                       compared; -v prints how many frames agree)\n"
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
+		"      --check-names    judge every name given against a reading of its\n"
+		"                       object of its own (slow; -v prints the count)\n"
 		"  -v, --verbose        log more\n"
 		"  -h, --help           show this help and exit\n"
 		"  -V, --version        show the version and exit\n"
@@ -179,6 +181,7 @@ enum {
 	OPT_WINDOW,
 	OPT_SERVE,
 	OPT_OPEN,
+	OPT_CHECK_NAMES,
 };
 
 /* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
@@ -225,6 +228,9 @@ static int sampling_option(int c, const char *arg, struct options *o)
 		if (strcmp(arg, "fp") != 0)
 			o->unwind = FX_UNWIND_DWARF;
 		o->set_unwind = true;
+		return 0;
+	case OPT_CHECK_NAMES:
+		o->check_names = true;
 		return 0;
 	case OPT_STACK_BYTES:
 		if (parse_uint(arg, 1024, 32768, &v) < 0 || v % 8)
@@ -293,6 +299,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "include-idle", no_argument, NULL, OPT_INCLUDE_IDLE },
 		{ "unwind", required_argument, NULL, OPT_UNWIND },
 		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
+		{ "check-names", no_argument, NULL, OPT_CHECK_NAMES },
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
 		{ "check-upload", no_argument, NULL, OPT_CHECK_UPLOAD },
@@ -389,6 +396,8 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 	}
 	if (o->set_stack)
 		cfg->sampling.stack_bytes = o->stack_bytes;
+	if (o->check_names)
+		cfg->symbolization.check_names = true;
 	if (o->window_seconds)
 		cfg->window.seconds = o->window_seconds;
 	if (o->output_dir) {
@@ -492,6 +501,18 @@ static int wait_upload(struct fx_pipeline *p, const struct options *o, const cha
 }
 
 /* The figures bench/ reads (fxbench.py: ONCE_STATS, DWARF_STATS). */
+/* --check-names: what was judged (asked for, so said at the default level). */
+static void say_names(const struct fx_pipeline_stats *ps)
+{
+	const struct fx_namecheck_stats *n = &ps->names;
+
+	if (n->checked || n->unnamed)
+		fx_log(n->wrong ? FX_LOG_WARN : FX_LOG_NOTICE,
+		       "name check: %" PRIu64 " of %" PRIu64 " names wrong; %" PRIu64
+		       " addresses unnamed (not judged)",
+		       n->wrong, n->checked, n->unnamed);
+}
+
 static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec, uint64_t write_ns)
 {
 	const struct fx_unwinder *uw = fx_pipeline_unwinder(p);
@@ -543,6 +564,7 @@ static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec
 							  (double)ds.check_frames
 						: 100.0);
 	}
+	say_names(&ps);
 	if (ps.lost)
 		fx_warn("%" PRIu64 " samples were lost (rings overflowed)", ps.lost);
 }
@@ -760,6 +782,7 @@ int main(int argc, char **argv)
 				    : 0,
 			(double)ds->rotation_cpu_ns_max / 1000.0,
 			(double)fx_peak_rss_kib() / 1024.0);
+		say_names(ds);
 	}
 	fx_config_release(&cfg);
 	return ret;

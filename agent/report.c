@@ -136,6 +136,23 @@ static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *
 		c->libs[lib].debug_path = dpath;
 }
 
+static void check_names(struct ctx *c, const struct fx_elf_source *src, int lib,
+			const struct fx_sym_result *out, size_t n)
+{
+	const char *dpath = c->libs[lib].debug_path;
+	int ret;
+
+	/* The debug file the names came from, when it is not the object. */
+	if (dpath && c->libs[lib].path && !strcmp(dpath, c->libs[lib].path))
+		dpath = NULL;
+	ret = fx_namecheck(src, dpath, out, n, c->in->name_check_log_left, c->in->name_check);
+	if (ret < 0) {
+		c->in->name_check->unnamed += n;
+		fx_log_errno(FX_LOG_DEBUG, -ret, "name check: cannot read '%s' again",
+			     src->path ? src->path : "?");
+	}
+}
+
 static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 {
 	const struct fx_window *w = c->in->window;
@@ -199,6 +216,8 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 			if (fx_symbolizer_resolve(c->in->symbolizer, &src, offs, n, out) < 0)
 				stats->unreadable++;
 			set_lib_symbols(c, lib, &src);
+			if (c->in->name_check)
+				check_names(c, &src, lib, out, n);
 			if (fd >= 0)
 				close(fd);
 			for (size_t k = 0; k < n; k++) {

@@ -184,7 +184,7 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 					    "max_memory",	  "debuginfod_urls",
 					    "debuginfod_cache",	  "debuginfod_cache_max",
 					    "debuginfod_timeout", "debuginfod_budget",
-					    "debuginfod_retry" };
+					    "debuginfod_retry",	  "check_names" };
 	const struct node *v[NUNITS(keys)], *k[NUNITS(keys)];
 	char sub[PATH_BUF];
 	size_t i;
@@ -224,5 +224,8 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 				 &x->c->symbolization.max_memory);
 	if (!r)
 		r = get_debuginfod(x, v + 3);
+	if (!r && v[9])
+		r = cfg_get_bool(x, v[9], "symbolization.check_names",
+				 &x->c->symbolization.check_names);
 	return r;
 }

@@ -350,6 +350,7 @@ int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **ou
 	if (!p)
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the pipeline");
 	p->opts = *opts;
+	p->names_log_left = 20; /* a wrong name is news: a few with details */
 	pthread_mutex_init(&p->gen_mu, NULL);
 	p->g = fx_targets_gen_new(opts->cfg, NULL);
 	p->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);

@@ -108,6 +108,8 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		.marker_pid = (uint32_t)getpid(),
 		.marker_name = "fxagent",
 		.on_symbolize = p->opts.on_symbolize,
+		.name_check = cfg->symbolization.check_names ? &p->stats.names : NULL,
+		.name_check_log_left = &p->names_log_left,
 	};
 
 	if (fx_sink_prepare(sink, &c) < 0 || fx_report_write(&in, c.path, &rs) < 0) {

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "fxagent/config.h"
+#include "fxagent/namecheck.h"
 #include "fxagent/ringplan.h"
 #include "fxagent/unwind.h"
 
@@ -63,6 +64,9 @@ struct fx_pipeline_stats {
 	/* Window ends passed while the publisher was behind: each made the open
 	 * window one window longer. */
 	uint64_t stretched;
+	/* symbolization.check_names: the names judged (the publisher's; read
+	 * them after fx_pipeline_finish). */
+	struct fx_namecheck_stats names;
 	/* Time the sampling thread spent rotating windows: wall clock and the
 	 * thread's own CPU time. */
 	uint64_t rotation_ns_max, rotation_ns_sum;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "fxagent/kallsyms.h"
+#include "fxagent/namecheck.h"
 #include "fxagent/objects.h"
 #include "fxagent/procs.h"
 #include "fxagent/profile.h"
@@ -34,6 +35,10 @@ struct fx_report_input {
 	const char *marker_name; /* its name */
 	/* Called before symbolizing, for progress on a terminal; may be NULL. */
 	void (*on_symbolize)(size_t addresses, size_t objects);
+	/* Not NULL: every name is judged (fxagent/namecheck.h) and counted
+	 * here; the first *name_check_log_left wrong ones are logged. */
+	struct fx_namecheck_stats *name_check;
+	unsigned *name_check_log_left;
 };
 
 struct fx_report_stats {

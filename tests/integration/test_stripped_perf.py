@@ -148,23 +148,24 @@ def words_file(t):
     return path
 
 
-def programs(t):
+def programs(t, seconds=60):
     """(tag, argv, input) of each Debian program this machine has; input is
-    text for stdin, or a list of files cat feeds to stdin, or None."""
+    text for stdin, or a list of files cat feeds to stdin, or None. The
+    scripts run @seconds; xz and sqlite3 as long as their input lasts."""
     out = []
     for exe in ("/usr/bin/python3.11", "/usr/bin/xz", "/usr/bin/perl", "/usr/bin/sqlite3"):
         if not os.access(exe, os.X_OK):
             t.note(f"no {exe} on this machine: left out (scripts/install-test-deps.sh "
                    "installs it)")
     if os.access("/usr/bin/python3.11", os.X_OK):
-        out.append(("python3", ["/usr/bin/python3.11", "-I", "-c", PYTHON_SCRIPT, "60"], None))
+        out.append(("python3", ["/usr/bin/python3.11", "-I", "-c", PYTHON_SCRIPT, str(seconds)], None))
     if os.access("/usr/bin/xz", os.X_OK):
         # The text 4 times over: xz outlasts the recording on a machine much
         # faster than this one, and each copy is farther back than -6's
         # 8 MiB dictionary reaches, so it is compressed as new text again.
         out.append(("xz", ["/usr/bin/xz", "-6", "-T1", "-c"], [words_file(t)] * 4))
     if os.access("/usr/bin/perl", os.X_OK):
-        out.append(("perl", ["/usr/bin/perl", "-e", PERL_SCRIPT, "60"], None))
+        out.append(("perl", ["/usr/bin/perl", "-e", PERL_SCRIPT, str(seconds)], None))
     if os.access("/usr/bin/sqlite3", os.X_OK):
         out.append(("sqlite3", ["/usr/bin/sqlite3", ":memory:"], SQLITE_SQL))
     return out

@@ -181,6 +181,7 @@ static void check_full(const struct fx_config *c)
 	assert_string_equal(c->symbolization.debug_dirs[0], "/usr/lib/debug");
 	assert_string_equal(c->symbolization.debug_dirs[1], "/opt/debug");
 	assert_false(c->symbolization.demangle);
+	assert_true(c->symbolization.check_names);
 	assert_int_equal(c->log.level, FX_LOG_DEBUG);
 
 	/* The template is kept as written: the uploader expands it per chunk. */
@@ -291,6 +292,7 @@ static void check_no_debug_dirs(const struct fx_config *c)
 {
 	assert_int_equal(c->symbolization.ndebug_dirs, 0);
 	assert_true(c->symbolization.demangle);
+	assert_false(c->symbolization.check_names); /* off unless asked for */
 }
 
 static void check_units(const struct fx_config *c)
