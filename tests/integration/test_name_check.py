@@ -36,7 +36,7 @@ from fxdaemon import Daemon
 from test_stripped_perf import programs
 
 # FX_NAME_CHECK_WINDOWS=N: a longer run, for the README's count of names.
-WINDOWS = int(os.environ.get("FX_NAME_CHECK_WINDOWS", "6"))
+WINDOWS = int(os.environ.get("FX_NAME_CHECK_WINDOWS", "4"))
 SECONDS = WINDOWS * 4 + 60  # the workloads outlast the windows on a slow machine
 CHECK_RE = re.compile(r"name check: (?P<wrong>\d+) of (?P<checked>\d+) names wrong; "
                       r"(?P<unnamed>\d+) addresses unnamed")
