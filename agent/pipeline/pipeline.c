@@ -30,9 +30,10 @@
 /* Closed windows that may wait for the publisher while it writes another.
  * Past that, the open window stays open: a publisher slower than the
  * windows (a slow or starved host, a big first symbolization) gets longer
- * windows to write, which cost less per sample, and the agent's memory and
- * the time a stop takes to write what is left stay bounded. No sample is
- * dropped for it. */
+ * windows to write, which cost less per sample (their stacks are shared),
+ * and the windows held and the time a stop takes to write what is left stay
+ * bounded. No sample is dropped for it; the open window's samples grow with
+ * the delay (its distinct stacks are bounded by window.max_stacks). */
 #define MAX_WAITING 2
 
 static void rotate(struct fx_pipeline *p, uint64_t end);
