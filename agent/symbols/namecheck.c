@@ -32,6 +32,16 @@ struct seg {
 	uint64_t vaddr, offset, filesz;
 };
 
+/* The DWARF functions whose ranges hold an address: subprograms and
+ * inlined subroutines, outermost first, found by walking the CU's DIEs
+ * (libdw's dwarf_getscopes() stops at the innermost inline instance). */
+#define MAX_HOLDERS 64
+
+struct holders {
+	Dwarf_Die die[MAX_HOLDERS];
+	size_t n;
+};
+
 struct reading {
 	int fd, dfd;
 	Elf *elf, *delf;
@@ -44,6 +54,9 @@ struct reading {
 	uint64_t plt[2][2]; /* [start, end) of .plt and .plt.sec */
 	struct fx_elf_fdes fdes;
 	bool have_fdes;
+	struct holders held; /* of held_addr, when held_valid */
+	uint64_t held_addr;
+	bool held_valid;
 };
 
 static int cmp_sym(const void *a, const void *b)
@@ -242,16 +255,6 @@ static bool first_name(const struct sym *s, const void *arg)
 	return true;
 }
 
-/* The DWARF functions whose ranges hold an address: subprograms and
- * inlined subroutines, outermost first, found by walking the CU's DIEs
- * (libdw's dwarf_getscopes() stops at the innermost inline instance). */
-#define MAX_HOLDERS 64
-
-struct holders {
-	Dwarf_Die die[MAX_HOLDERS];
-	size_t n;
-};
-
 /* Recursion bounded by MAX_HOLDERS levels. NOLINTNEXTLINE(misc-no-recursion) */
 static void walk(Dwarf_Die *parent, uint64_t a, struct holders *h, int depth)
 {
@@ -286,25 +289,30 @@ static void walk(Dwarf_Die *parent, uint64_t a, struct holders *h, int depth)
 /* Whether a DWARF function holding @a (@inlined: an inlined subroutine,
  * else a subprogram) is called @name: its DW_AT_name within it (qualified
  * names end with the DIE's), or its linkage name, demangled. */
-static bool dwarf_names(const struct reading *r, uint64_t a, const char *name, bool inlined)
+static bool dwarf_names(struct reading *r, uint64_t a, const char *name, bool inlined)
 {
-	struct holders h = { .n = 0 };
+	struct holders *h = &r->held;
 	Dwarf_Die cu;
 
-	if (!r->dw || !dwarf_addrdie(r->dw, a, &cu))
-		return false;
-	walk(&cu, a, &h, 0);
-	for (size_t i = 0; i < h.n; i++) {
+	/* One walk an address, whatever its levels ask. */
+	if (!r->held_valid || r->held_addr != a) {
+		h->n = 0;
+		r->held_addr = a;
+		r->held_valid = true;
+		if (r->dw && dwarf_addrdie(r->dw, a, &cu))
+			walk(&cu, a, h, 0);
+	}
+	for (size_t i = 0; i < h->n; i++) {
 		Dwarf_Attribute at;
 		const char *dn;
 
-		if (dwarf_tag(&h.die[i]) !=
+		if (dwarf_tag(&h->die[i]) !=
 		    (inlined ? DW_TAG_inlined_subroutine : DW_TAG_subprogram))
 			continue;
-		dn = dwarf_formstring(dwarf_attr_integrate(&h.die[i], DW_AT_name, &at));
+		dn = dwarf_formstring(dwarf_attr_integrate(&h->die[i], DW_AT_name, &at));
 		if (dn && strstr(name, dn))
 			return true;
-		dn = dwarf_formstring(dwarf_attr_integrate(&h.die[i], DW_AT_linkage_name, &at));
+		dn = dwarf_formstring(dwarf_attr_integrate(&h->die[i], DW_AT_linkage_name, &at));
 		if (dn && same_name(dn, name))
 			return true;
 	}
@@ -334,8 +342,8 @@ static uint64_t fde_start(const struct reading *r, uint64_t a)
 }
 
 /* Judges one name; on a wrong one, says what the object holds in @why. */
-static bool judge(const struct reading *r, const struct fx_sym_result *res, uint32_t level,
-		  uint64_t a, char *why, size_t len)
+static bool judge(struct reading *r, const struct fx_sym_result *res, uint32_t level, uint64_t a,
+		  char *why, size_t len)
 {
 	const char *name = res->frames[level].name, *other = NULL;
 	size_t nlen = strlen(name);
