@@ -8,7 +8,8 @@ overwrites nothing, it drops samples and says how many.
 - the drops are counted: meta.fxagent.lost, the FxRecording marker's lost and
   the metrics file's fxagent_lost_samples_total agree and are not zero;
 - the agent keeps going: every window is written (seq consecutive, windows
-  contiguous), the samples it did keep still show fx-hot-ab's functions, and
+  contiguous, covering the 5.5 s it ran; a writer slowed by the load, as under
+  the sanitizers, may write fewer, longer windows, which is by design), the samples it did keep still show fx-hot-ab's functions, and
   it exits 0 on SIGTERM.
 """
 
@@ -38,8 +39,9 @@ def body(t):
 
     lst = d.chunks().get("system", [])
     seqs = [s for s, _ in lst]
-    t.check(len(lst) >= 5 and seqs == list(range(len(seqs))),
+    t.check(len(lst) >= 2 and seqs == list(range(len(seqs))),
             f"chunks {seqs}: windows missing")
+    first = None
     lost = kept = 0
     prev = None
     for seq, path in lst:
@@ -48,6 +50,8 @@ def body(t):
         name = os.path.basename(path)
         if prev is not None:
             t.check(abs(prev - fx["windowStart"]) <= EPS_MS, f"{name}: not contiguous")
+        else:
+            first = fx["windowStart"]
         prev = fx["windowEnd"]
         lost += fx["lost"]
         kept += fx["samples"]
@@ -59,6 +63,11 @@ def body(t):
             t.check(fx["lost"] > 0, f"{name}: nothing lost with an 8 KiB ring at 10 kHz")
             t.check(hot > 90, f"{name}: {hot:.0f}% of fx-hot-ab's samples in hot_caller")
     t.note(f"{kept} samples kept, {lost} lost in all")
+    # The agent ran 5.5 s after saying it samples; its first window may start
+    # up to a window before that notice, so the chunks cover at least 5 s.
+    if first is not None:
+        t.check(prev - first >= 5000 - EPS_MS,
+                f"the chunks cover {prev - first:.0f} ms of the 5.5 s the agent ran")
     with open(metrics) as f:
         m = re.search(r"^fxagent_lost_samples_total (\d+)$", f.read(), re.M)
     t.check(m and int(m[1]) == lost, f"fxagent_lost_samples_total "
