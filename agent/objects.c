@@ -31,6 +31,13 @@ struct entry {
 	int fd;		     /* of a file entry: open, verified fd; -1 when none */
 	uint64_t used;	     /* last epoch it was interned or marked */
 	bool dying;	     /* retired by the fx_objects_retire_unused() under way */
+	/* Whether the path now names another file (fx_objects_replaced()):
+	 * asked through the root of the last process that mapped it, at most
+	 * once a second (checked: CLOCK_MONOTONIC ns, 0 never); once replaced,
+	 * for good. */
+	uint32_t pid;
+	uint64_t checked;
+	bool replaced;
 };
 
 struct alias {
@@ -404,6 +411,96 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	o->stats.fds++;
 }
 
+/* Whether @path, as process @pid sees it, names another file than @fd's
+ * (which the process mapped): 1 when deleted or replaced since (a package
+ * upgrade renames a new build over a running binary), 0 when the same file,
+ * <0 when it cannot tell (the process is gone). Another (dev, ino) is still
+ * the same file when its build-id (without one: size and mtime) is: a
+ * container's overlay shows its own inode for the file a mapping holds. */
+static int path_replaced(const char *proc_root, uint32_t pid, const char *path, int fd,
+			 const uint8_t *bid, size_t bid_len)
+{
+	char root[128], at[4096];
+	struct stat st, now;
+	uint8_t got[FX_BUILD_ID_MAX];
+	int pfd, len;
+
+	/* A memfd's "path" never was on disk. */
+	if (fd < 0 || path[0] != '/' || !strncmp(path, "/memfd:", 7) || fstat(fd, &st) < 0)
+		return -EINVAL;
+	snprintf(root, sizeof(root), "%s/%" PRIu32 "/root", proc_root, pid);
+	if (snprintf(at, sizeof(at), "%s%s", root, path) >= (int)sizeof(at))
+		return -ENAMETOOLONG;
+	if (stat(at, &now) < 0) {
+		int err = errno;
+
+		/* The process (its root) gone says nothing of the file. */
+		if (stat(root, &now) < 0)
+			return -ESRCH;
+		return err == ENOENT || err == ENOTDIR ? 1 : -err;
+	}
+	if (now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+		return 0;
+	if (!bid_len)
+		return now.st_size != st.st_size || now.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+		       now.st_mtim.tv_nsec != st.st_mtim.tv_nsec;
+	pfd = fx_elf_open_regular(at);
+	if (pfd < 0)
+		return 1; /* not a regular ELF file now: not what ran */
+	len = fx_elf_build_id_fd(pfd, got, sizeof(got));
+	close(pfd);
+	return len != (int)bid_len || memcmp(got, bid, bid_len) != 0;
+}
+
+/* Asks path_replaced() for entry @id, at most once a second (a window is one
+ * or more), without the lock held over the file system. */
+static bool check_replaced(struct fx_objects *o, uint32_t id)
+{
+	uint8_t bid[FX_BUILD_ID_MAX];
+	size_t bid_len;
+	uint32_t pid;
+	char *path;
+	int fd, r;
+
+	uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
+
+	pthread_mutex_lock(&o->lock);
+	if (id >= o->n || !o->v[id] || o->v[id]->ob.special || o->v[id]->replaced ||
+	    (o->v[id]->checked && now - o->v[id]->checked < 1000000000ULL) || !o->v[id]->pid) {
+		bool r0 = id < o->n && o->v[id] && o->v[id]->replaced;
+
+		pthread_mutex_unlock(&o->lock);
+		return r0;
+	}
+	o->v[id]->checked = now;
+	pid = o->v[id]->pid;
+	path = strdup(o->v[id]->ob.path);
+	bid_len = o->v[id]->ob.build_id_len;
+	memcpy(bid, o->v[id]->ob.build_id, bid_len);
+	fd = o->v[o->v[id]->file]->fd >= 0 ? fcntl(o->v[o->v[id]->file]->fd, F_DUPFD_CLOEXEC, 3)
+					   : -1;
+	pthread_mutex_unlock(&o->lock);
+	r = path ? path_replaced(o->proc_root, pid, path, fd, bid, bid_len) : -ENOMEM;
+	free(path);
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&o->lock);
+	/* Retired meanwhile: its slot is NULL, and stays so. */
+	if (r == 1 && id < o->n && o->v[id]) {
+		o->v[id]->replaced = true;
+		o->stats.replaced++;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return r == 1;
+}
+
+/* What it changes is a cache of the file system's answer: readers see the
+ * table as const. */
+bool fx_objects_replaced(const struct fx_objects *o, uint32_t id)
+{
+	return check_replaced((struct fx_objects *)o, id);
+}
+
 static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	struct entry *e;
@@ -483,13 +580,22 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 {
 	uint32_t id;
 
+	bool fresh;
+
 	pthread_mutex_lock(&o->lock);
 	id = intern(o, m);
 	/* In use from now on, at its path and as a file: an object found at a
 	 * known path is not retired under the mapping just made of it. */
-	if (id != FX_NONE)
+	if (id != FX_NONE) {
 		o->v[id]->used = o->v[o->v[id]->file]->used = o->epoch;
+		o->v[id]->pid = m->pid;
+	}
+	fresh = id != FX_NONE && !o->v[id]->checked;
 	pthread_mutex_unlock(&o->lock);
+	/* Asked now too, while the process that mapped it is surely there: a
+	 * short-lived one is gone when its window is written. */
+	if (fresh)
+		check_replaced(o, id);
 	return id;
 }
 

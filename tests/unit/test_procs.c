@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -525,6 +527,83 @@ static void test_one_file_two_paths(void **state)
 	fx_objects_free(objs);
 }
 
+/* @src copied to @dst by a rename over it, as dpkg installs a file. */
+static void rename_over(const char *src, const char *dst)
+{
+	char cmd[2200], tmp[1100];
+
+	snprintf(tmp, sizeof(tmp), "%s.new", dst);
+	snprintf(cmd, sizeof(cmd), "cp %s %s", src, tmp);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(rename(tmp, dst), 0);
+}
+
+/* A file replaced under a process that maps it (a package upgrade): the
+ * object still reads the mapped file, and says its path names another now,
+ * whether that happened before it was first seen or after. This process is
+ * the one mapping it, through the real /proc. */
+static void test_replaced_path(void **state)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 16);
+	char path[600], path2[600], other[600];
+	struct fx_mapping_info m = { .pid = (uint32_t)getpid() }, m2;
+	void *at, *at2;
+	uint32_t id, id2;
+	int fd;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/app", root);
+	snprintf(path2, sizeof(path2), "%s/app2", root);
+	snprintf(other, sizeof(other), "%s/other", root);
+	rename_over(self, path);
+	rename_over(self, path2);
+	rename_over(FX_FIXTURE_DIR "/libfxfix.so", other);
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	at = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	fd = open(path2, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	at2 = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	assert_true(at != MAP_FAILED && at2 != MAP_FAILED);
+	m.start = (uint64_t)(uintptr_t)at;
+	m.end = m.start + 4096;
+	m.path = path;
+	m2 = m;
+	m2.start = (uint64_t)(uintptr_t)at2;
+	m2.end = m2.start + 4096;
+	m2.path = path2;
+
+	/* Replaced before it is seen. */
+	rename_over(other, path);
+	id = fx_objects_intern(objs, &m);
+	assert_int_not_equal(id, FX_NONE);
+	assert_true(fx_objects_replaced(objs, id));
+	/* Read through the mapping: this test binary's build-id, not the
+	 * fixture library's that is at the path now. */
+	assert_true(fx_objects_get(objs, id)->build_id_len > 0);
+
+	/* Seen, then replaced: told at the next question a second on. */
+	id2 = fx_objects_intern(objs, &m2);
+	assert_false(fx_objects_replaced(objs, id2));
+	rename_over(self, path2); /* a new inode, the same build: not another */
+	usleep(1100 * 1000);
+	assert_false(fx_objects_replaced(objs, id2));
+	rename_over(other, path2);
+	assert_false(fx_objects_replaced(objs, id2)); /* asked less than a second ago */
+	usleep(1100 * 1000);
+	assert_true(fx_objects_replaced(objs, id2));
+	/* Deleted: the same. */
+	assert_int_equal(unlink(path), 0);
+	assert_true(fx_objects_replaced(objs, id));
+
+	munmap(at, 4096);
+	munmap(at2, 4096);
+	fx_objects_free(objs);
+}
+
 static void test_many_processes_and_sweeps(void **state)
 {
 	struct fx_objects *objs = fx_objects_new(root, 16);
@@ -672,6 +751,7 @@ int main(void)
 		cmocka_unit_test(test_unused_objects_retired),
 		cmocka_unit_test(test_objects_do_not_grow),
 		cmocka_unit_test(test_one_file_two_paths),
+		cmocka_unit_test(test_replaced_path),
 		cmocka_unit_test(test_many_processes_and_sweeps),
 		cmocka_unit_test(test_lost_exit_reaped),
 		cmocka_unit_test(test_idle_dropped),
