@@ -126,12 +126,21 @@ static int lib_for_object(struct ctx *c, const struct fx_object *ob)
 }
 
 /* Where @lib's names came from, and the debug file it was read from. */
-static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *src)
+static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *src,
+			    uint32_t object)
 {
 	const char *dpath = NULL;
 	enum fx_sym_origin o = fx_symbolizer_origin(c->in->symbolizer, src, &dpath);
 
 	c->libs[lib].symbols = fx_sym_origin_name(o);
+	/* Whoever reads the file now at the path (readelf, perf report) would
+	 * find other functions at these addresses. */
+	if (fx_objects_replaced(c->in->objs, object))
+		c->libs[lib].symbols =
+			strings_add(&c->strs,
+				    "%s (the file at its path was deleted or replaced "
+				    "since; named from the build that ran)",
+				    c->libs[lib].symbols);
 	if (dpath)
 		c->libs[lib].debug_path = dpath;
 }
@@ -215,7 +224,7 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				offs[k] = w->frames[idx[i + k]].addr;
 			if (fx_symbolizer_resolve(c->in->symbolizer, &src, offs, n, out) < 0)
 				stats->unreadable++;
-			set_lib_symbols(c, lib, &src);
+			set_lib_symbols(c, lib, &src, o);
 			if (c->in->name_check)
 				check_names(c, &src, lib, out, n);
 			if (fd >= 0)

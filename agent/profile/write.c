@@ -108,32 +108,46 @@ void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *va
 	fx_json_object_end(j);
 }
 
-/* Each library's symbol status, as "name": "status" in meta.fxagent.symbols
- * (@extra false) or as entries of meta.extra (true). */
-/* Whether another of the libs is called as lib @i is (two python3.11 of
- * two installs): their entries must not share a key. */
-static bool name_shared(const struct fx_profile_input *in, size_t i)
+/* Whether another of the libs is called as lib @i is (two python3.11 of two
+ * installs; two builds of one path, one replaced under a running process):
+ * their entries must not share a key. With @path, by name and path. */
+static bool name_shared(const struct fx_profile_input *in, size_t i, bool path)
 {
-	for (size_t k = 0; k < in->nlibs; k++)
-		if (k != i && in->libs[k].symbols && in->libs[k].name &&
-		    !strcmp(in->libs[k].name, in->libs[i].name))
+	const struct fx_profile_lib *l = &in->libs[i];
+
+	for (size_t k = 0; k < in->nlibs; k++) {
+		const struct fx_profile_lib *m = &in->libs[k];
+
+		if (k == i || !m->symbols || !m->name || strcmp(m->name, l->name))
+			continue;
+		if (!path || (m->path && l->path && !strcmp(m->path, l->path)))
 			return true;
+	}
 	return false;
 }
 
-/* Each lib's source of names, keyed by its name, or by "NAME (PATH)" where
- * two libs share a name. */
+/* Each library's source of names, as "name": "status" in meta.fxagent.symbols
+ * (@extra false) or as entries of meta.extra (true): keyed by its name, by
+ * "NAME (PATH)" where two libs share a name, and by "NAME (PATH, build-id
+ * HEX)" where they share the path too. */
 static void write_symbols(const struct fx_profile_input *in, struct fx_json *j, bool extra)
 {
 	for (size_t i = 0; i < in->nlibs; i++) {
 		const struct fx_profile_lib *l = &in->libs[i];
-		char key[PATH_MAX + 300];
+		char key[PATH_MAX + 300], hex[2 * FX_BUILD_ID_MAX + 1] = "";
 		const char *k = l->name;
 
 		if (!l->symbols || !l->name)
 			continue;
-		if (l->path && name_shared(in, i)) {
-			snprintf(key, sizeof(key), "%s (%s)", l->name, l->path);
+		if (l->path && name_shared(in, i, false)) {
+			if (name_shared(in, i, true)) {
+				for (size_t b = 0; b < l->build_id_len && b < FX_BUILD_ID_MAX; b++)
+					snprintf(hex + 2 * b, 3, "%02x", l->build_id[b]);
+				snprintf(key, sizeof(key), "%s (%s, build-id %s)", l->name, l->path,
+					 hex[0] ? hex : "none");
+			} else {
+				snprintf(key, sizeof(key), "%s (%s)", l->name, l->path);
+			}
 			k = key;
 		}
 		if (extra)

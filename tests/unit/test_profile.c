@@ -460,6 +460,28 @@ static void test_symbols_shared_names(void **state)
 	unlink(p);
 	free(p);
 	free(m.data);
+
+	/* Two builds at one path: one replaced under a running process by
+	 * the other (a package upgrade). Keyed by build-id too. */
+	static const uint8_t old_id[] = { 0xab, 0x01 }, new_id[] = { 0xcd, 0x02 };
+
+	l[3].path = l[0].path;
+	l[0].build_id = old_id;
+	l[0].build_id_len = sizeof(old_id);
+	l[0].symbols = "stripped (the file at its path was deleted or replaced since; named "
+		       "from the build that ran)";
+	l[3].build_id = new_id;
+	l[3].build_id_len = sizeof(new_id);
+	l[3].symbols = "stripped";
+	memset(&m, 0, sizeof(m));
+	p = write_profile(&in, &m, NULL);
+	assert_jq(p, ".meta.fxagent.symbols | to_entries | map(.key + \": \" + .value[:8])",
+		  "[\"python3.11 (/usr/bin/python3.11, build-id ab01): stripped\",\"libc.so.6: "
+		  "debug fi\",\"python3.11 (/usr/bin/python3.11, build-id cd02): stripped\"]");
+	assert_jq(p, ".meta.extra[1].entries | length", "3");
+	unlink(p);
+	free(p);
+	free(m.data);
 }
 
 static void test_empty_window(void **state)
