@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """A binary replaced under a running process, as a package upgrade does (it
 renames the new build over the old one): the process keeps running the old
-build, whose file is now deleted. Issue 25's "wrong names" were this: the
-agent named Debian's perl 5.36.0-7+deb12u3 that ran, and the names were
-judged against deb12u4, which apt had put at /usr/bin/perl meanwhile.
+build, whose file is now deleted. Names judged against the file now at the
+path then look wrong: the agent named the perl 5.36.0-7+deb12u2 that ran,
+and they were judged against deb12u4, which apt had put at /usr/bin/perl
+meanwhile.
 
 fx-replace-a and fx-replace-b are one program built twice, B with 0x1b0
 bytes of code before its functions, so an address of A lies in other
