@@ -10,7 +10,11 @@ directories (agent/, bench/, docs/, ...) or is one of its top-level files
 (README.md, CMakeLists.txt, ...), alone or after ${CMAKE_SOURCE_DIR}/ or the
 repository root. Words with a glob or placeholder (*, <, {, $) name patterns,
 not files, and are skipped; so are ../shared/ paths (beside the tree, not in
-it) and build outputs (build*/)."""
+it) and build outputs (build*/).
+
+And the map cannot go stale: every source file under agent/ (.c, and the
+private _int.h headers) is named in docs/ARCHITECTURE.md's stage table, and
+every file the table names exists."""
 
 import os
 import re
@@ -68,13 +72,62 @@ def check(rel):
     return missing
 
 
+MAP = "docs/ARCHITECTURE.md"
+TICKED = re.compile(r"`([^`]+)`")
+
+
+def stage_table():
+    """{agent-relative path: line} of the files docs/ARCHITECTURE.md's stage
+    table names. A row is | stage | folders | files | ...; a file with a slash
+    is relative to agent/, one without it to the row's first folder."""
+    named = {}
+    in_table = False
+    with open(os.path.join(ROOT, MAP)) as f:
+        for n, line in enumerate(f, 1):
+            if line.startswith("| stage | folder | files |"):
+                in_table = True
+                continue
+            if not in_table:
+                continue
+            if not line.startswith("|"):
+                break
+            cols = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cols) < 3 or set(cols[0]) <= set("-: "):
+                continue
+            folders = [d.rstrip("/") for d in TICKED.findall(cols[1])]
+            base = "" if not folders or folders[0] == "agent" else folders[0] + "/"
+            for word in TICKED.findall(cols[2]):
+                name = word.split()[0]
+                if not re.search(r"\.(c|h)$", name):
+                    continue
+                named[name if "/" in name else base + name] = n
+    return named
+
+
+def check_map():
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "agent"], capture_output=True,
+                         text=True, check=True).stdout
+    sources = {p[len("agent/"):] for p in out.splitlines()
+               if p.endswith(".c") or p.endswith("_int.h")}
+    named = stage_table()
+    problems = [f"agent/{p}: not in {MAP}'s stage table" for p in sorted(sources - set(named))]
+    problems += [f"{MAP}:{named[p]}: agent/{p}: no such file"
+                 for p in sorted(set(named) - sources)]
+    return problems
+
+
 def main():
     missing = [m for rel in tracked() for m in check(rel)]
     for m in missing:
         print(m)
+    unmapped = check_map()
+    for m in unmapped:
+        print(m)
     print(f"check-paths: {len(missing)} named paths missing" if missing
           else "check-paths: every named path exists")
-    return 1 if missing else 0
+    print(f"check-paths: {len(unmapped)} files off the map" if unmapped
+          else f"check-paths: every source file under agent/ is in {MAP}'s stage table")
+    return 1 if missing or unmapped else 0
 
 
 if __name__ == "__main__":
