@@ -3,8 +3,8 @@
 """Rate: a big host's sample rate, emulated on this machine, under each recorder.
 
 N CPUs sampled at 99 Hz make 99 x N samples a second; this machine's CPUs
-make as many at 99 x N / NCPU Hz each (../shared/FLEET.md, "Scale, simulated
-on 2 CPUs"), with every ring scaled by the same ratio (an emulated ring takes
+make as many at 99 x N / NCPU Hz each (the kernel's per-event cost does not
+depend on which CPU takes it), with every ring scaled by the same ratio (an emulated ring takes
 N / NCPU CPUs' samples). For each emulated host (this machine, 32, 64, 128
 CPUs), one fx-bench-work per CPU (qsort with a callback: stacks through libc)
 runs D seconds under each recorder in turn, the order rotating by round:

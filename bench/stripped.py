@@ -6,8 +6,8 @@ Production binaries are stripped: Debian's python3.11, libpython3.11 and
 liblzma keep .dynsym and .eh_frame, no .symtab, no DWARF. Since a5c4d70 the
 symbolizer reads such an object's FDE table (.eh_frame_hdr, .eh_frame) and
 names code without a symbol after the start of the function its FDE covers;
-issue 16 wants symbolization of 2000 cold addresses within 10% of what it
-was before, and the tables' memory measured.
+the bound is symbolization of 2000 cold addresses within 10% of what it
+was before, with the tables' memory measured.
 
 Objects: python3.11 (the interpreter, linked with libpython statically),
 libpython3.11.so.1.0, liblzma.so.5, and libc.so.6 as if libc6-dbg were not

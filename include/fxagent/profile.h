@@ -4,7 +4,8 @@
  * The caller gives the window (frames, stacks, samples), what each window frame
  * resolved to, the libraries, the threads and the markers; this module builds
  * the shared tables (strings, funcs, native symbols, frames with inline levels,
- * stacks) and streams the JSON through fx_json. See ../shared/profile-format.md.
+ * stacks) and streams the JSON through fx_json. The format is the profiler's
+ * own: its processed-profile types (firefox-devtools/profiler, src/types).
  */
 #ifndef FXAGENT_PROFILE_H
 #define FXAGENT_PROFILE_H

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Hostile files and bad input in the config (issue 13), as a user sees them:
+"""Hostile files and bad input in the config, as a user sees them:
 the exit status and the one line on stderr, which names the key, the path and
 what is wrong (and the chmod that fixes a mode).
 

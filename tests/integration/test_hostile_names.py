@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Names are kept byte for byte, and a binary is named by the path each process
-mapped it at (issue 13).
+mapped it at.
 
 - comm: a process that renamed itself (prctl PR_SET_NAME) to a name holding a
   newline, a tab, a control byte and UTF-8, and one whose name ends in a

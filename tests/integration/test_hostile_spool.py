@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """What the agent sends, keeps and reads back from its own directories, tried as
-an attacker and a careless administrator would (issue 13).
+an attacker and a careless administrator would.
 
 1. A pending chunk swapped for a symlink to a 0600 secret, another for a hard
    link to it, and a garbage file and a zero-byte file under chunk names, all

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""Names for stripped binaries, side by side with perf (issue 16).
+"""Names for stripped binaries, side by side with perf.
 
 fxagent and `perf record -e cpu-clock -F 99 -g` sample the same process over
 the same SECONDS (fx-plt: PLT_SECONDS), one program after the other:

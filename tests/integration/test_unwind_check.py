@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The compiled unwind rules against libdwfl, sample by sample (issue 17).
+"""The compiled unwind rules against libdwfl, sample by sample.
 
 `fxagent --once --unwind check -v` unwinds every sample twice, with the rules
 compiled from .eh_frame (the default) and with libdwfl alone, and prints how
