@@ -358,6 +358,41 @@ static size_t cache_figures(const struct publisher *pub, const struct batch *b,
 }
 
 /* The agent's counters, for node_exporter's textfile collector. */
+/* The memory figures of @ms as metrics into @out: FX_MEM_NPARTS + 3 of them.
+ * Returns how many. */
+static size_t memory_metrics(const struct fx_memstat *ms, struct fx_metric *out)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < FX_MEM_NPARTS; i++)
+		out[n++] = (struct fx_metric){
+			"fxagent_memory_bytes",
+			"Resident memory by kind: rings, heap, arenas, stacks, anon, "
+			"files, other.",
+			true,
+			"part",
+			fx_memstat_part_name((enum fx_mem_part)i),
+			(double)ms->part[i],
+		};
+	out[n++] = (struct fx_metric){
+		"fxagent_malloc_used_bytes", "Bytes malloc has handed out.", true, NULL, NULL,
+		(double)ms->malloc_used
+	};
+	out[n++] = (struct fx_metric){ "fxagent_malloc_free_bytes",
+				       "Bytes malloc holds free (not given back).",
+				       true,
+				       NULL,
+				       NULL,
+				       (double)ms->malloc_free };
+	out[n++] = (struct fx_metric){ "fxagent_malloc_arenas",
+				       "Threads' malloc arenas beside the main one.",
+				       true,
+				       NULL,
+				       NULL,
+				       (double)ms->arenas };
+	return n;
+}
+
 static void write_metrics(struct publisher *pub, const struct batch *b,
 			  const struct fx_shipper_stats *st, const struct fx_memstat *ms)
 {
@@ -446,36 +481,8 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 
 	memcpy(all, m, sizeof(m));
 	n += fx_metrics_caches(caches, cache_figures(pub, b, &ss, caches), all + n);
-	if (ms) {
-		for (int i = 0; i < FX_MEM_NPARTS; i++)
-			all[n++] = (struct fx_metric){
-				"fxagent_memory_bytes",
-				"Resident memory by kind: rings, heap, arenas, stacks, anon, "
-				"files, other.",
-				true,
-				"part",
-				fx_memstat_part_name((enum fx_mem_part)i),
-				(double)ms->part[i],
-			};
-		all[n++] = (struct fx_metric){ "fxagent_malloc_used_bytes",
-					       "Bytes malloc has handed out.",
-					       true,
-					       NULL,
-					       NULL,
-					       (double)ms->malloc_used };
-		all[n++] = (struct fx_metric){ "fxagent_malloc_free_bytes",
-					       "Bytes malloc holds free (not given back).",
-					       true,
-					       NULL,
-					       NULL,
-					       (double)ms->malloc_free };
-		all[n++] = (struct fx_metric){ "fxagent_malloc_arenas",
-					       "Threads' malloc arenas beside the main one.",
-					       true,
-					       NULL,
-					       NULL,
-					       (double)ms->arenas };
-	}
+	if (ms)
+		n += memory_metrics(ms, all + n);
 	ret = fx_metrics_write(path, all, n);
 	if (ret < 0 && !pub->metrics_failed)
 		fx_log_errno(FX_LOG_WARN, -ret,
