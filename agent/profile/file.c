@@ -71,22 +71,3 @@ int fx_profile_write_file(const struct fx_profile_input *in, const char *path,
 	 * UMask=0027 keeps chunks private). */
 	return fx_atomic_file_write(path, 0666 & ~file_umask(), FX_LOG_ERR, write_gz_job, &job);
 }
-
-int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34])
-{
-	/* GUID layout: the first three fields (4, 2, 2 bytes) are little-endian. */
-	static const uint8_t order[16] = { 3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15 };
-	static const char hex[] = "0123456789ABCDEF";
-
-	if (!len || !build_id)
-		return -EINVAL;
-	for (size_t i = 0; i < 16; i++) {
-		uint8_t b = order[i] < len ? build_id[order[i]] : 0;
-
-		out[2 * i] = hex[b >> 4];
-		out[2 * i + 1] = hex[b & 15];
-	}
-	out[32] = '0';
-	out[33] = '\0';
-	return 0;
-}

@@ -57,25 +57,6 @@ static void cache_reset(struct object *o)
 	o->fde_frame = NULL;
 }
 
-/* The least recently used object, other than @skip, that holds DWARF (with
- * @dwarf) and that the current batch has not used (with @old): its index, or
- * SIZE_MAX. The one choice of what the bounds give up first. */
-size_t sym_lru_object(const struct fx_symbolizer *s, bool dwarf, bool old,
-		      const struct object *skip)
-{
-	size_t v = SIZE_MAX;
-
-	for (size_t i = 0; i < s->n_objects; i++) {
-		const struct object *o = s->objects[i];
-
-		if (o == skip || (dwarf && !sym_holds_dwarf(o)) || (old && o->batch == s->batch))
-			continue;
-		if (v == SIZE_MAX || o->last_use < s->objects[v]->last_use)
-			v = i;
-	}
-	return v;
-}
-
 void sym_object_free(struct fx_symbolizer *s, struct object *o)
 {
 	if (!o)

@@ -20,6 +20,26 @@
 #include "fxagent/log.h"
 #include "fxagent/util.h"
 
+/* The least recently used object, other than @skip, that holds DWARF (with
+ * @dwarf) and that the current batch has not used (with @old): its index, or
+ * SIZE_MAX. The one choice of what the bounds give up first: here, where the
+ * budget is first met (DWARF read), and used by cache.c's trimming too. */
+size_t sym_lru_object(const struct fx_symbolizer *s, bool dwarf, bool old,
+		      const struct object *skip)
+{
+	size_t v = SIZE_MAX;
+
+	for (size_t i = 0; i < s->n_objects; i++) {
+		const struct object *o = s->objects[i];
+
+		if (o == skip || (dwarf && !sym_holds_dwarf(o)) || (old && o->batch == s->batch))
+			continue;
+		if (v == SIZE_MAX || o->last_use < s->objects[v]->last_use)
+			v = i;
+	}
+	return v;
+}
+
 static int load_segments(struct object *o, Elf *elf)
 {
 	size_t i, n;

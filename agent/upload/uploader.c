@@ -124,15 +124,6 @@ static int check_readable(const char *what, const char *path)
 	return 0;
 }
 
-int upl_dup_str(const char *s, char **out)
-{
-	*out = NULL;
-	if (!s)
-		return 0;
-	*out = strdup(s);
-	return *out ? 0 : -ENOMEM;
-}
-
 /* The options that stay for the handle's life. */
 static int setup_handle(struct fx_uploader *u, const struct fx_upload_opts *o)
 {

@@ -250,3 +250,14 @@ out:
 	free(b.p);
 	return ret;
 }
+
+/* Used by both uploaders (uploader.c, s3_sink.c): kept in a file both use,
+ * so that neither depends on the other for it. */
+int upl_dup_str(const char *s, char **out)
+{
+	*out = NULL;
+	if (!s)
+		return 0;
+	*out = strdup(s);
+	return *out ? 0 : -ENOMEM;
+}
