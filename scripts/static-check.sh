@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Static checks of the agent's sources (agent/**/*.c, and the headers they
 # include): clang-tidy with the checked-in .clang-tidy, and cppcheck with
-# .cppcheck-suppressions; and that every path into the tree named in its
-# configs, scripts, docs and comments exists (scripts/check-paths.py). Exits
+# .cppcheck-suppressions; that every path into the tree named in its configs,
+# scripts, docs and comments exists, and every source file is on the map
+# (scripts/check-paths.py); and that no two files of agent/ depend on each
+# other and no function is over 120 lines (scripts/check-layout.py). Exits
 # 1 on any finding, 2 when a tool is missing.
 #
-#   scripts/static-check.sh [--clang-tidy | --cppcheck | --paths] [BUILD_DIR]
+#   scripts/static-check.sh [--clang-tidy | --cppcheck | --paths | --layout] [BUILD_DIR]
 #
 # Both tools read the compiler flags from BUILD_DIR/compile_commands.json
 # (default build-static/, configured here when it has none; nothing is
 # compiled). CLANG_TIDY and CPPCHECK name the tools, else they are looked
 # up in PATH (clang-tidy-14 first). ctest runs each as its own test:
-# static.clang_tidy, static.cppcheck, static.paths (tests/CMakeLists.txt). A
+# static.clang_tidy, static.cppcheck, static.paths, static.layout
+# (tests/CMakeLists.txt). A
 # false positive is suppressed where
 # it is reported, with a comment saying why:
 #   clang-tidy: /* NOLINTNEXTLINE(check-name): why */
@@ -19,18 +22,18 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-tools=(clang-tidy cppcheck paths)
+tools=(clang-tidy cppcheck paths layout)
 case "${1:-}" in
---clang-tidy | --cppcheck | --paths)
+--clang-tidy | --cppcheck | --paths | --layout)
 	tools=("${1#--}")
 	shift
 	;;
 -h | --help)
-	sed -n '2,20s/^# \{0,1\}//p' "$0"
+	sed -n '2,23s/^# \{0,1\}//p' "$0"
 	exit 0
 	;;
 -*)
-	echo "usage: $0 [--clang-tidy | --cppcheck | --paths] [BUILD_DIR]" >&2
+	echo "usage: $0 [--clang-tidy | --cppcheck | --paths | --layout] [BUILD_DIR]" >&2
 	exit 2
 	;;
 esac
@@ -105,11 +108,17 @@ run_paths() {
 	python3 "$root/scripts/check-paths.py" || failed=1
 }
 
+# No file cycles, no function over 120 lines (scripts/check-layout.py).
+run_layout() {
+	python3 "$root/scripts/check-layout.py" || failed=1
+}
+
 for t in "${tools[@]}"; do
 	case "$t" in
 	clang-tidy) run_clang_tidy ;;
 	cppcheck) run_cppcheck ;;
 	paths) run_paths ;;
+	layout) run_layout ;;
 	esac
 done
 exit "$failed"
