@@ -9,8 +9,8 @@
  *   send.c      fx_upload_send(): one request (headers, body, callbacks)
  *   outcome.c   the answer: OK, RETRY or REJECT and the message (the token
  *               cut out), Retry-After, fx_upload_backoff_ms()
- *   s3_sink.c   upload.s3: the credentials, each chunk's key, metadata and
- *               signature, and what an S3 error answer means
+ *   s3_uploader.c upload.s3: the credentials, each chunk's key, metadata
+ *               and signature, and what an S3 error answer means
  * Functions shared between these files are upl_<verb>.
  */
 #ifndef FXAGENT_UPLOAD_INT_H
@@ -104,7 +104,7 @@ void upl_classify_status(struct fx_uploader *u, const char *what, const char *sh
 void upl_classify_curl(struct fx_uploader *u, CURLcode rc, const char *what, const char *shown,
 		       struct fx_upload_result *res);
 
-/* ---- s3_sink.c ---------------------------------------------------------- */
+/* ---- s3_uploader.c ---------------------------------------------------------- */
 
 /* Checks and copies @o into u->s3 and loads the credentials. Returns 0 or
  * -errno (logged). */

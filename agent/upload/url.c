@@ -251,7 +251,7 @@ out:
 	return ret;
 }
 
-/* Used by both uploaders (uploader.c, s3_sink.c): kept in a file both use,
+/* Used by both uploaders (uploader.c, s3_uploader.c): kept in a file both use,
  * so that neither depends on the other for it. */
 int upl_dup_str(const char *s, char **out)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* s3: what the S3 sink (upload.s3) and `fxagent view s3://` share: the
+/* s3: what the S3 uploader (upload.s3) and `fxagent view s3://` share: the
  * credentials, the key layout of a fleet's chunks, the URLs of a bucket
  * (virtual-hosted or path style), the signing (libcurl's own SigV4), and the
  * error an S3 store answers with (XML, read with libxml2).
