@@ -43,7 +43,7 @@ static uint64_t window_end(const struct fx_pipeline *p, uint64_t start);
  * the publisher is behind. */
 static void next_window(struct fx_pipeline *p)
 {
-	size_t waiting = p->opts.thread ? fx_publish_waiting(p->pub) : 0;
+	size_t waiting = p->opts.thread ? pipe_publish_waiting(p->pub) : 0;
 
 	if (waiting >= MAX_WAITING) {
 		if (!p->stretching)
@@ -133,11 +133,11 @@ static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c
  * place. Returns false when out of memory for the fresh one. */
 static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *j, bool reopen)
 {
-	struct fx_window *fresh = reopen ? fx_targets_window_new(p->g->cfg) : NULL;
+	struct fx_window *fresh = reopen ? pipe_targets_window_new(p->g->cfg) : NULL;
 	struct lost_log *fresh_lost = reopen ? calloc(1, sizeof(*fresh_lost)) : NULL;
 
 	if (reopen && (!fresh || !fresh_lost)) {
-		fx_targets_window_free(fresh);
+		pipe_targets_window_free(fresh);
 		free(fresh_lost);
 		return false; /* this target's window goes on */
 	}
@@ -197,7 +197,7 @@ static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 	b->epoch = fx_objects_end_epoch(p->objs);
 	b->tot = p->tot;
 	collect_caches(p, &b->caches);
-	fx_publish_push(p->pub, b);
+	pipe_publish_push(p->pub, b);
 }
 
 /* The end of the window that starts at @start: the next multiple of the
@@ -245,7 +245,7 @@ static void rotate(struct fx_pipeline *p, uint64_t end)
 	p->procs_mark = fx_procs_mark(p->procs);
 	debug_state(p, fx_procs_reap_gone(p->procs, REAP_BUDGET));
 	fx_procs_sweep(p->procs);
-	fx_targets_resolve(p);
+	pipe_targets_resolve(p);
 	p->win_start = end;
 	p->win_end = window_end(p, end);
 	took = fx_now_ns(CLOCK_MONOTONIC) - t0;
@@ -295,9 +295,10 @@ static int open_sampling(struct fx_pipeline *p)
 	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle,
 				       .pids = p->opts.pids,
 				       .npids = p->opts.npids };
-	struct fx_recorder_sink sink = {
-		.before_sample = before_sample, .route = fx_targets_route, .lost = on_lost, .ctx = p
-	};
+	struct fx_recorder_sink sink = { .before_sample = before_sample,
+					 .route = pipe_targets_route,
+					 .lost = on_lost,
+					 .ctx = p };
 	int ret;
 
 	if (p->g->cgroup_mode && !p->mount[0]) {
@@ -312,9 +313,9 @@ static int open_sampling(struct fx_pipeline *p)
 	if (!p->unwinder)
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the unwinder");
 	if (p->g->cgroup_mode) {
-		fx_targets_resolve(p);
+		pipe_targets_resolve(p);
 		if (p->g->filter_procs) {
-			ret = fx_targets_add_root(p);
+			ret = pipe_targets_add_root(p);
 			if (ret < 0)
 				return ret;
 		}
@@ -353,14 +354,14 @@ int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **ou
 	p->opts = *opts;
 	p->names_log_left = 20; /* a wrong name is news: a few with details */
 	pthread_mutex_init(&p->gen_mu, NULL);
-	p->g = fx_targets_gen_new(opts->cfg, NULL);
+	p->g = pipe_targets_gen_new(opts->cfg, NULL);
 	p->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
 	p->procs = p->objs ? fx_procs_new(p->objs, "/proc") : NULL;
 	if (!p->g || !p->procs) {
 		ret = fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the pipeline");
 		goto fail;
 	}
-	ret = fx_publish_new(p, &p->pub);
+	ret = pipe_publish_new(p, &p->pub);
 	if (ret < 0)
 		goto fail;
 	ret = open_sampling(p);
@@ -409,7 +410,7 @@ int fx_pipeline_step(struct fx_pipeline *p, int max_wait_ms)
 			next_window(p);
 	}
 	if (p->g->cgroup_mode && now - p->last_check >= 1000000000ull) {
-		fx_targets_recheck(p);
+		pipe_targets_recheck(p);
 		p->last_check = now;
 	}
 	now = fx_now_ns(CLOCK_MONOTONIC);
@@ -451,13 +452,13 @@ static int retarget(struct fx_pipeline *p, const struct gen *old)
 			fx_sampler_remove_cgroup(p->sampler, (uint32_t)i);
 	if (had_root && !p->g->filter_procs)
 		fx_sampler_remove_cgroup(p->sampler, TAG_ROOT);
-	fx_targets_resolve(p);
-	return p->g->filter_procs && !had_root ? fx_targets_add_root(p) : 0;
+	pipe_targets_resolve(p);
+	return p->g->filter_procs && !had_root ? pipe_targets_add_root(p) : 0;
 }
 
 int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 {
-	struct gen *old = p->g, *ng = fx_targets_gen_new(cfg, cfg);
+	struct gen *old = p->g, *ng = pipe_targets_gen_new(cfg, cfg);
 	bool reopen;
 	uint64_t cut;
 	int ret;
@@ -471,7 +472,7 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 		return 0;
 	}
 	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode;
-	fx_publish_setenv(cfg);
+	pipe_publish_setenv(cfg);
 	fx_sampler_disable(p->sampler);
 	/* Still held: what the rings hold goes into the window being cut, not
 	 * into one that a rotation would open with the old config. */
@@ -483,7 +484,7 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 		close_sampling(p);
 	p->g = ng;
 	ret = reopen ? open_sampling(p) : retarget(p, old);
-	fx_targets_gen_put(p, old);
+	pipe_targets_gen_put(p, old);
 	p->win_start = cut;
 	p->win_end = window_end(p, cut);
 	if (ret == 0)
@@ -520,7 +521,7 @@ int fx_pipeline_finish(struct fx_pipeline *p)
 		fx_unwind_drop_idle(p->unwinder, fx_unwind_mark(p->unwinder));
 		malloc_trim(0);
 	}
-	fx_publish_finish(p->pub);
+	pipe_publish_finish(p->pub);
 	if (ret == 0 && __atomic_load_n(&p->stats.chunk_errors, __ATOMIC_RELAXED))
 		ret = -EIO;
 	return ret;
@@ -528,17 +529,17 @@ int fx_pipeline_finish(struct fx_pipeline *p)
 
 void fx_pipeline_begin_stop(struct fx_pipeline *p, uint64_t deadline_ns)
 {
-	fx_publish_begin_stop(p->pub, deadline_ns);
+	pipe_publish_begin_stop(p->pub, deadline_ns);
 }
 
 int fx_pipeline_drain(struct fx_pipeline *p, uint64_t timeout_ms)
 {
-	return fx_publish_drain(p->pub, timeout_ms);
+	return pipe_publish_drain(p->pub, timeout_ms);
 }
 
 const char *fx_pipeline_where(const struct fx_pipeline *p)
 {
-	return fx_publish_where(p->pub);
+	return pipe_publish_where(p->pub);
 }
 
 void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out)
@@ -558,8 +559,8 @@ void fx_pipeline_free(struct fx_pipeline *p)
 {
 	if (!p)
 		return;
-	fx_publish_free(p->pub);
-	fx_targets_gen_put(p, p->g);
+	pipe_publish_free(p->pub);
+	pipe_targets_gen_put(p, p->g);
 	close_sampling(p);
 	fx_procs_free(p->procs);
 	fx_objects_free(p->objs);

@@ -137,39 +137,39 @@ struct fx_pipeline {
 /* The targets of @cfg, each with an open window (one_window: no stack cap
  * reset by rotation). @owned (may be NULL) is freed with the gen. Returns
  * NULL when out of memory. */
-struct gen *fx_targets_gen_new(const struct fx_config *cfg, struct fx_config *owned);
-void fx_targets_gen_get(struct fx_pipeline *p, struct gen *g);
-void fx_targets_gen_put(struct fx_pipeline *p, struct gen *g);
-struct fx_window *fx_targets_window_new(const struct fx_config *cfg);
-void fx_targets_window_free(struct fx_window *w);
+struct gen *pipe_targets_gen_new(const struct fx_config *cfg, struct fx_config *owned);
+void pipe_targets_gen_get(struct fx_pipeline *p, struct gen *g);
+void pipe_targets_gen_put(struct fx_pipeline *p, struct gen *g);
+struct fx_window *pipe_targets_window_new(const struct fx_config *cfg);
+void pipe_targets_window_free(struct fx_window *w);
 /* Attaches the cgroup events of every cgroup target of the current gen. */
-void fx_targets_resolve(struct fx_pipeline *p);
+void pipe_targets_resolve(struct fx_pipeline *p);
 /* Once a second: re-attaches a cgroup that went away or came back. */
-void fx_targets_recheck(struct fx_pipeline *p);
+void pipe_targets_recheck(struct fx_pipeline *p);
 /* Samples the root cgroup too, for process and pid targets. */
-int fx_targets_add_root(struct fx_pipeline *p);
+int pipe_targets_add_root(struct fx_pipeline *p);
 /* A fx_recorder_sink route: the windows sample @s goes to. */
-size_t fx_targets_route(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
-			struct fx_window **out, size_t max);
+size_t pipe_targets_route(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
+			  struct fx_window **out, size_t max);
 
 /* publish.c */
 /* The publisher and its sink (a thread when p->opts.thread). Returns 0 or
  * -errno (logged). */
-int fx_publish_new(struct fx_pipeline *p, struct publisher **out);
+int pipe_publish_new(struct fx_pipeline *p, struct publisher **out);
 /* Sets the environment libdebuginfod reads (fxagent/debuginfod.h) from
  * @cfg: at the start, before the pipeline's threads, and at each reload. */
-void fx_publish_setenv(const struct fx_config *cfg);
+void pipe_publish_setenv(const struct fx_config *cfg);
 /* Takes @b (and a reference to b->g): queued for the thread, or written now. */
-void fx_publish_push(struct publisher *pub, struct batch *b);
+void pipe_publish_push(struct publisher *pub, struct batch *b);
 /* Batches queued for the thread and not yet taken (0 without a thread). */
-size_t fx_publish_waiting(struct publisher *pub);
+size_t pipe_publish_waiting(struct publisher *pub);
 /* Writes or waits for what is queued, and ends the thread. */
-void fx_publish_finish(struct publisher *pub);
-void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns);
-int fx_publish_drain(struct publisher *pub, uint64_t timeout_ms);
-const char *fx_publish_where(const struct publisher *pub);
+void pipe_publish_finish(struct publisher *pub);
+void pipe_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns);
+int pipe_publish_drain(struct publisher *pub, uint64_t timeout_ms);
+const char *pipe_publish_where(const struct publisher *pub);
 /* Frees @pub and the batches it did not write; the sink by the stop's
  * deadline. */
-void fx_publish_free(struct publisher *pub);
+void pipe_publish_free(struct publisher *pub);
 
 #endif

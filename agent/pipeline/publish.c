@@ -133,11 +133,11 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 static void free_batch(struct fx_pipeline *p, struct batch *b)
 {
 	for (size_t i = 0; i < b->njobs; i++) {
-		fx_targets_window_free(b->jobs[i].win);
+		pipe_targets_window_free(b->jobs[i].win);
 		free(b->jobs[i].lost);
 		free(b->jobs[i].names);
 	}
-	fx_targets_gen_put(p, b->g);
+	pipe_targets_gen_put(p, b->g);
 	free(b);
 }
 
@@ -176,7 +176,7 @@ static struct fx_debuginfod_opts debuginfod_opts(const struct fx_config *cfg)
 	};
 }
 
-void fx_publish_setenv(const struct fx_config *cfg)
+void pipe_publish_setenv(const struct fx_config *cfg)
 {
 	struct fx_debuginfod_opts o = debuginfod_opts(cfg);
 
@@ -234,8 +234,8 @@ static void switch_symbolizer(struct publisher *pub, struct gen *g)
 		}
 	}
 	if (pub->sym_gen != g) {
-		fx_targets_gen_get(pub->p, g);
-		fx_targets_gen_put(pub->p, pub->sym_gen);
+		pipe_targets_gen_get(pub->p, g);
+		pipe_targets_gen_put(pub->p, pub->sym_gen);
 		pub->sym_gen = g;
 	}
 }
@@ -303,8 +303,8 @@ static void switch_sinks(struct publisher *pub, struct gen *g)
 	pub->up_base.refused += st.refused;
 	pub->up_base.dropped += st.dropped;
 	fx_sink_free(old, stop_at);
-	fx_targets_gen_get(pub->p, g);
-	fx_targets_gen_put(pub->p, pub->sink_gen);
+	pipe_targets_gen_get(pub->p, g);
+	pipe_targets_gen_put(pub->p, pub->sink_gen);
 	pub->sink_gen = g;
 	if (!fx_config_uploads(g->cfg))
 		return;
@@ -646,7 +646,7 @@ static int open_sinks(struct publisher *pub, const struct gen *g)
 	return pub->file ? 0 : -EINVAL;
 }
 
-int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
+int pipe_publish_new(struct fx_pipeline *p, struct publisher **out)
 {
 	struct publisher *pub = calloc(1, sizeof(*pub));
 	int ret;
@@ -657,12 +657,12 @@ int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
 	pthread_mutex_init(&pub->mu, NULL);
 	pthread_cond_init(&pub->cv, NULL);
 	/* The publisher's references to the first config. */
-	fx_targets_gen_get(p, p->g);
-	fx_targets_gen_get(p, p->g);
+	pipe_targets_gen_get(p, p->g);
+	pipe_targets_gen_get(p, p->g);
 	pub->sym_gen = pub->sink_gen = p->g;
 	*out = pub;
 	/* Before any thread of ours (the uploader, the publisher) starts. */
-	fx_publish_setenv(p->g->cfg);
+	pipe_publish_setenv(p->g->cfg);
 	ret = open_sinks(pub, p->g);
 	if (ret < 0 || !p->opts.thread)
 		return ret;
@@ -674,9 +674,9 @@ int fx_publish_new(struct fx_pipeline *p, struct publisher **out)
 	return 0;
 }
 
-void fx_publish_push(struct publisher *pub, struct batch *b)
+void pipe_publish_push(struct publisher *pub, struct batch *b)
 {
-	fx_targets_gen_get(pub->p, b->g);
+	pipe_targets_gen_get(pub->p, b->g);
 	pthread_mutex_lock(&pub->mu);
 	if (pub->tail)
 		pub->tail->next = b;
@@ -688,7 +688,7 @@ void fx_publish_push(struct publisher *pub, struct batch *b)
 	pthread_mutex_unlock(&pub->mu);
 }
 
-size_t fx_publish_waiting(struct publisher *pub)
+size_t pipe_publish_waiting(struct publisher *pub)
 {
 	size_t n;
 
@@ -698,7 +698,7 @@ size_t fx_publish_waiting(struct publisher *pub)
 	return n;
 }
 
-void fx_publish_finish(struct publisher *pub)
+void pipe_publish_finish(struct publisher *pub)
 {
 	struct batch *b;
 
@@ -715,7 +715,7 @@ void fx_publish_finish(struct publisher *pub)
 		write_batch(pub, b);
 }
 
-void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns)
+void pipe_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns)
 {
 	pthread_mutex_lock(&pub->mu);
 	if (!pub->stop_at) {
@@ -727,23 +727,23 @@ void fx_publish_begin_stop(struct publisher *pub, uint64_t deadline_ns)
 	pthread_mutex_unlock(&pub->mu);
 }
 
-int fx_publish_drain(struct publisher *pub, uint64_t timeout_ms)
+int pipe_publish_drain(struct publisher *pub, uint64_t timeout_ms)
 {
 	return fx_sink_drain(current_sink(pub), timeout_ms);
 }
 
-const char *fx_publish_where(const struct publisher *pub)
+const char *pipe_publish_where(const struct publisher *pub)
 {
 	return pub->spool ? pub->spool->where : pub->file ? pub->file->where : "";
 }
 
-void fx_publish_free(struct publisher *pub)
+void pipe_publish_free(struct publisher *pub)
 {
 	uint64_t deadline;
 
 	if (!pub)
 		return;
-	fx_publish_finish(pub);
+	pipe_publish_finish(pub);
 	/* What is left goes while the collector answers, by the stop's
 	 * deadline (a second from now without one). */
 	deadline = pub->stop_at ? pub->stop_at : fx_now_ns(CLOCK_MONOTONIC) + 1000000000ull;
@@ -752,8 +752,8 @@ void fx_publish_free(struct publisher *pub)
 	fx_kallsyms_free(pub->ks);
 	fx_symbolizer_free(pub->sym);
 	fx_debuginfod_free(pub->dbgd);
-	fx_targets_gen_put(pub->p, pub->sym_gen);
-	fx_targets_gen_put(pub->p, pub->sink_gen);
+	pipe_targets_gen_put(pub->p, pub->sym_gen);
+	pipe_targets_gen_put(pub->p, pub->sink_gen);
 	pthread_cond_destroy(&pub->cv);
 	pthread_mutex_destroy(&pub->mu);
 	free(pub);

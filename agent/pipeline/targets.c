@@ -11,7 +11,7 @@
 #include "fxagent/log.h"
 #include "pipeline_int.h"
 
-struct fx_window *fx_targets_window_new(const struct fx_config *cfg)
+struct fx_window *pipe_targets_window_new(const struct fx_config *cfg)
 {
 	struct fx_window *w = malloc(sizeof(*w));
 
@@ -20,7 +20,7 @@ struct fx_window *fx_targets_window_new(const struct fx_config *cfg)
 	return w;
 }
 
-void fx_targets_window_free(struct fx_window *w)
+void pipe_targets_window_free(struct fx_window *w)
 {
 	if (!w)
 		return;
@@ -36,7 +36,7 @@ static bool is_cgroup_kind(const struct fx_target *t)
 static void gen_free(struct gen *g)
 {
 	for (size_t i = 0; i < g->nt; i++) {
-		fx_targets_window_free(g->t[i].win);
+		pipe_targets_window_free(g->t[i].win);
 		free(g->t[i].lost);
 		free(g->t[i].labels);
 	}
@@ -65,7 +65,7 @@ static int set_labels(struct target_rt *t, const struct fx_config *cfg)
 	return 0;
 }
 
-struct gen *fx_targets_gen_new(const struct fx_config *cfg, struct fx_config *owned)
+struct gen *pipe_targets_gen_new(const struct fx_config *cfg, struct fx_config *owned)
 {
 	size_t n = cfg->ntargets ? cfg->ntargets : 1;
 	struct gen *g = calloc(1, sizeof(*g));
@@ -89,7 +89,7 @@ struct gen *fx_targets_gen_new(const struct fx_config *cfg, struct fx_config *ow
 		t->cgroup = t->cfg && is_cgroup_kind(t->cfg);
 		g->cgroup_mode |= t->cgroup;
 		g->filter_procs |= t->cfg && !t->cgroup;
-		t->win = fx_targets_window_new(cfg);
+		t->win = pipe_targets_window_new(cfg);
 		t->lost = calloc(1, sizeof(*t->lost));
 		if (!t->win || !t->lost || set_labels(t, cfg) < 0)
 			goto fail;
@@ -102,14 +102,14 @@ fail:
 	return NULL;
 }
 
-void fx_targets_gen_get(struct fx_pipeline *p, struct gen *g)
+void pipe_targets_gen_get(struct fx_pipeline *p, struct gen *g)
 {
 	pthread_mutex_lock(&p->gen_mu);
 	g->refs++;
 	pthread_mutex_unlock(&p->gen_mu);
 }
 
-void fx_targets_gen_put(struct fx_pipeline *p, struct gen *g)
+void pipe_targets_gen_put(struct fx_pipeline *p, struct gen *g)
 {
 	bool last;
 
@@ -170,7 +170,7 @@ static void resolve_target(struct fx_pipeline *p, size_t i)
 	close(fd);
 }
 
-void fx_targets_resolve(struct fx_pipeline *p)
+void pipe_targets_resolve(struct fx_pipeline *p)
 {
 	for (size_t i = 0; i < p->g->nt; i++)
 		if (p->g->t[i].cgroup)
@@ -178,7 +178,7 @@ void fx_targets_resolve(struct fx_pipeline *p)
 }
 
 /* Only a stat per target: the search stays at rotation. */
-void fx_targets_recheck(struct fx_pipeline *p)
+void pipe_targets_recheck(struct fx_pipeline *p)
 {
 	for (size_t i = 0; i < p->g->nt; i++) {
 		struct target_rt *t = &p->g->t[i];
@@ -195,7 +195,7 @@ void fx_targets_recheck(struct fx_pipeline *p)
 
 /* process and pid targets next to cgroup ones: the root cgroup samples
  * everything, filtered here. */
-int fx_targets_add_root(struct fx_pipeline *p)
+int pipe_targets_add_root(struct fx_pipeline *p)
 {
 	uint64_t id;
 	int fd, ret;
@@ -220,8 +220,8 @@ static bool proc_matches(const struct fx_target *t, uint32_t pid, const struct f
 	return false;
 }
 
-size_t fx_targets_route(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
-			struct fx_window **out, size_t max)
+size_t pipe_targets_route(void *ctx, const struct fx_record_sample *s, const struct fx_proc *proc,
+			  struct fx_window **out, size_t max)
 {
 	struct fx_pipeline *p = ctx;
 	const struct gen *g = p->g;

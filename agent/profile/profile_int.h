@@ -86,16 +86,16 @@ struct tables {
 
 /* Builds every table of @t->in. Returns 0 or -errno (-ENOMEM, -EINVAL for an
  * input that breaks profile.h's rules). */
-int fx_profile_build_tables(struct tables *t);
+int prof_build_tables(struct tables *t);
 /* Frees what the tables hold (a half-built one too). */
-void fx_profile_tables_free(struct tables *t);
+void prof_tables_free(struct tables *t);
 
-static inline uint32_t level_count(const struct fx_sym_result *r)
+static inline uint32_t prof_level_count(const struct fx_sym_result *r)
 {
 	return r->n_frames && r->frames ? r->n_frames : 1;
 }
 
-static inline uint32_t level_line(const struct fx_sym_result *r, uint32_t k)
+static inline uint32_t prof_level_line(const struct fx_sym_result *r, uint32_t k)
 {
 	return r->n_frames && r->frames ? r->frames[k].line : 0;
 }

@@ -92,7 +92,7 @@ static void pairtab_free(struct pairtab *t)
 
 /* ---- the tables of one profile ---- */
 
-void fx_profile_tables_free(struct tables *t)
+void prof_tables_free(struct tables *t)
 {
 	free(t->strs.v);
 	fx_hashtab_free(&t->strs.index);
@@ -207,7 +207,7 @@ static int build_frames(struct tables *t)
 
 	for (size_t i = 0; i < nframes; i++) {
 		const struct fx_profile_frame *f = &in->frames[i];
-		uint32_t n = level_count(f->sym);
+		uint32_t n = prof_level_count(f->sym);
 		int64_t res = lib_resource(t, f->lib);
 
 		if (res < -1)
@@ -245,7 +245,7 @@ static int build_stacks(struct tables *t)
 	if (!t->stack_last)
 		return -ENOMEM;
 	for (size_t i = 0; i < w->nstacks; i++) {
-		uint32_t n = level_count(t->in->frames[w->stacks[i].frame].sym);
+		uint32_t n = prof_level_count(t->in->frames[w->stacks[i].frame].sym);
 
 		if (t->npstacks + n >= UINT32_MAX)
 			return -E2BIG;
@@ -333,7 +333,7 @@ out:
 	return rc;
 }
 
-int fx_profile_build_tables(struct tables *t)
+int prof_build_tables(struct tables *t)
 {
 	static const char *const names[2] = { "Recording", "Lost samples" };
 	int rc = check_input(t->in);

@@ -356,7 +356,7 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	for (size_t i = 0; i < nframes; i++) {
 		const struct fx_profile_frame *f = &in->frames[i];
 
-		for (uint32_t k = 0; k < level_count(f->sym); k++) {
+		for (uint32_t k = 0; k < prof_level_count(f->sym); k++) {
 			if (f->lib >= 0)
 				fx_json_uint(j, f->sym->rel_addr);
 			else
@@ -366,13 +366,13 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	fx_json_array_end(j);
 	fx_json_key_array(j, "inlineDepth");
 	for (size_t i = 0; i < nframes; i++) {
-		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++)
+		for (uint32_t k = 0; k < prof_level_count(in->frames[i].sym); k++)
 			fx_json_uint(j, k);
 	}
 	fx_json_array_end(j);
 	fx_json_key_array(j, "category");
 	for (size_t i = 0; i < nframes; i++) {
-		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++)
+		for (uint32_t k = 0; k < prof_level_count(in->frames[i].sym); k++)
 			fx_json_int(j, in->frames[i].category);
 	}
 	fx_json_array_end(j);
@@ -383,7 +383,7 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	fx_json_array_end(j);
 	fx_json_key_array(j, "nativeSymbol");
 	for (size_t i = 0; i < nframes; i++) {
-		for (uint32_t k = 0; k < level_count(in->frames[i].sym); k++) {
+		for (uint32_t k = 0; k < prof_level_count(in->frames[i].sym); k++) {
 			if (t->frame_nsym[i] >= 0)
 				fx_json_int(j, t->frame_nsym[i]);
 			else
@@ -396,9 +396,9 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	for (size_t i = 0; i < nframes; i++) {
 		const struct fx_sym_result *r = in->frames[i].sym;
 
-		for (uint32_t k = 0; k < level_count(r); k++) {
-			if (level_line(r, k))
-				fx_json_uint(j, level_line(r, k));
+		for (uint32_t k = 0; k < prof_level_count(r); k++) {
+			if (prof_level_line(r, k))
+				fx_json_uint(j, prof_level_line(r, k));
 			else
 				fx_json_null(j);
 		}
@@ -421,14 +421,14 @@ static void write_stacks(const struct tables *t, struct fx_json *j)
 	for (size_t i = 0; i < w->nstacks; i++) {
 		uint32_t f = w->stacks[i].frame;
 
-		for (uint32_t k = 0; k < level_count(in->frames[f].sym); k++)
+		for (uint32_t k = 0; k < prof_level_count(in->frames[f].sym); k++)
 			fx_json_uint(j, t->frame_base[f] + k);
 	}
 	fx_json_array_end(j);
 	fx_json_key_array(j, "prefixOffset");
 	for (size_t i = 0; i < w->nstacks; i++) {
 		const struct fx_window_stack *s = &w->stacks[i];
-		uint32_t n = level_count(in->frames[s->frame].sym);
+		uint32_t n = prof_level_count(in->frames[s->frame].sym);
 		uint32_t first = t->stack_last[i] - n + 1;
 
 		if (s->parent == FX_NONE)
@@ -565,7 +565,7 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 			  struct fx_profile_stats *stats)
 {
 	struct tables t = { .in = in };
-	int rc = fx_profile_build_tables(&t);
+	int rc = prof_build_tables(&t);
 
 	if (rc < 0)
 		goto out;
@@ -588,6 +588,6 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 		*stats =
 			(struct fx_profile_stats){ .samples = t.nsamples, .threads = in->nthreads };
 out:
-	fx_profile_tables_free(&t);
+	prof_tables_free(&t);
 	return rc;
 }

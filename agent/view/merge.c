@@ -27,7 +27,7 @@ struct strkey {
 static uint64_t str_hash_at(const void *ctx, uint32_t i)
 {
 	size_t len;
-	const char *s = strtab_at(ctx, i, &len);
+	const char *s = view_strtab_at(ctx, i, &len);
 
 	return fx_hash_bytes(s, len);
 }
@@ -36,12 +36,12 @@ static bool str_eq(const void *ctx, uint32_t i, const void *key)
 {
 	const struct strkey *k = key;
 	size_t len;
-	const char *s = strtab_at(ctx, i, &len);
+	const char *s = view_strtab_at(ctx, i, &len);
 
 	return len == k->len && !memcmp(s, k->s, len);
 }
 
-uint32_t strtab_add(struct strtab *t, const char *s, size_t len)
+uint32_t view_strtab_add(struct strtab *t, const char *s, size_t len)
 {
 	struct strkey k = { s, len };
 	uint64_t h = fx_hash_bytes(s, len);
@@ -85,18 +85,18 @@ static uint64_t rec_hash_at(const void *ctx, uint32_t i)
 {
 	const struct rectab *t = ctx;
 
-	return rec_hash(rectab_at(t, i), t->width);
+	return rec_hash(view_rectab_at(t, i), t->width);
 }
 
 static bool rec_eq(const void *ctx, uint32_t i, const void *key)
 {
 	const struct rectab *t = ctx;
 
-	return !memcmp(rectab_at(t, i), key, t->width * sizeof(uint64_t));
+	return !memcmp(view_rectab_at(t, i), key, t->width * sizeof(uint64_t));
 }
 
 /* The index of record @r, added if new; UINT32_MAX when memory ran out. */
-uint32_t rectab_add(struct rectab *t, const uint64_t *r)
+uint32_t view_rectab_add(struct rectab *t, const uint64_t *r)
 {
 	uint32_t i;
 	size_t pos;
@@ -120,7 +120,7 @@ static uint32_t rectab_find(const struct rectab *t, const uint64_t *r)
 	return fx_hashtab_find(&t->h, rec_hash(r, t->width), rec_eq, t, r);
 }
 
-void rectab_free(struct rectab *t)
+void view_rectab_free(struct rectab *t)
 {
 	free(t->v);
 	fx_hashtab_free(&t->h);
@@ -130,7 +130,8 @@ void rectab_free(struct rectab *t)
 
 /* ---- set-up ---- */
 
-int merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms, size_t fold_threshold)
+int view_merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms,
+		    size_t fold_threshold)
 {
 	memset(m, 0, sizeof(*m));
 	m->mode = mode;
@@ -150,14 +151,14 @@ int merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms, size_
 	return 0;
 }
 
-void merge_free(struct merge *m)
+void view_merge_free(struct merge *m)
 {
 	struct rectab *tabs[] = { &m->libs,   &m->res,	  &m->nsyms,  &m->funcs,
 				  &m->frames, &m->stacks, &m->tracks, &m->windows };
 
 	strtab_free(&m->strs);
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++)
-		rectab_free(tabs[i]);
+		view_rectab_free(tabs[i]);
 	fx_hashtab_free(&m->fold_h);
 	free(m->tinfo);
 	free(m->order);
@@ -177,7 +178,7 @@ void merge_free(struct merge *m)
 
 static uint32_t str_of(struct merge *m, const struct vchunk *c, struct vstr s)
 {
-	return strtab_add(&m->strs, vstr_at(c, s), s.len);
+	return view_strtab_add(&m->strs, view_vstr_at(c, s), s.len);
 }
 
 /* A count from a chunk (another host's number) as an integer: a value past
@@ -209,7 +210,7 @@ static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[REC_
 	return 0;
 }
 
-bool merge_has_window(struct merge *m, const struct vchunk *c)
+bool view_merge_has_window(struct merge *m, const struct vchunk *c)
 {
 	uint64_t key[REC_MAX] = { 0 };
 
@@ -240,7 +241,7 @@ static uint64_t mapped(const uint32_t *map, double v)
 	do {                                                                                       \
 		for (size_t i = 0; i < (n); i++) {                                                 \
 			body;                                                                      \
-			(map)[i] = rectab_add(&(m)->tab, rec);                                     \
+			(map)[i] = view_rectab_add(&(m)->tab, rec);                                \
 			if ((map)[i] == UINT32_MAX)                                                \
 				return -ENOMEM;                                                    \
 		}                                                                                  \
@@ -271,7 +272,7 @@ static int map_tables(struct merge *m, const struct vchunk *c)
 			if (r[f] == UINT32_MAX)
 				return -ENOMEM;
 		}
-		m->map_lib[i] = rectab_add(&m->libs, r);
+		m->map_lib[i] = view_rectab_add(&m->libs, r);
 		if (m->map_lib[i] == UINT32_MAX)
 			return -ENOMEM;
 	}
@@ -322,7 +323,7 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 		key[1] = pid;
 	if (m->mode == FX_VIEW_MERGE_THREADS)
 		key[2] = bits(t->tid);
-	i = rectab_add(&m->tracks, key);
+	i = view_rectab_add(&m->tracks, key);
 	if (i == UINT32_MAX || i < n)
 		return i;
 	if (fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
@@ -332,7 +333,7 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 		m->tinfo[i] = (struct mtrack){
 			.name = name,
 			.process_name = pname,
-			.main = t->tid == strtod(vstr_at(c, t->pid), NULL),
+			.main = t->tid == strtod(view_vstr_at(c, t->pid), NULL),
 		};
 		break;
 	case FX_VIEW_MERGE_PROCESSES:
@@ -507,7 +508,7 @@ static int add_lost_markers(struct merge *m, const struct vchunk *c, const struc
 		double count = c->col[VC_MARKER_COUNT].v[i];
 
 		if (type.len != strlen(FX_SCHEMA_LOST) ||
-		    memcmp(vstr_at(c, type), FX_SCHEMA_LOST, type.len) || !isfinite(at) ||
+		    memcmp(view_vstr_at(c, type), FX_SCHEMA_LOST, type.len) || !isfinite(at) ||
 		    !(count >= 0) || !in_range(m, at))
 			continue;
 		if (push_marker(m, &(struct mmarker){ .type = MM_LOST,
@@ -521,7 +522,7 @@ static int add_lost_markers(struct merge *m, const struct vchunk *c, const struc
 	return 0;
 }
 
-int merge_add(struct merge *m, const struct vchunk *c)
+int view_merge_add(struct merge *m, const struct vchunk *c)
 {
 	uint64_t win[REC_MAX] = { 0 };
 	size_t nwin = m->windows.n;
@@ -529,7 +530,7 @@ int merge_add(struct merge *m, const struct vchunk *c)
 
 	if (rc < 0)
 		return rc;
-	if (rectab_add(&m->windows, win) == UINT32_MAX)
+	if (view_rectab_add(&m->windows, win) == UINT32_MAX)
 		return -ENOMEM;
 	if (m->windows.n == nwin)
 		return 0; /* the same window again */
@@ -568,8 +569,8 @@ int merge_add(struct merge *m, const struct vchunk *c)
 static int cmp_str(const struct merge *m, uint64_t a, uint64_t b)
 {
 	size_t la, lb;
-	const char *sa = strtab_at(&m->strs, (uint32_t)a, &la);
-	const char *sb = strtab_at(&m->strs, (uint32_t)b, &lb);
+	const char *sa = view_strtab_at(&m->strs, (uint32_t)a, &la);
+	const char *sb = view_strtab_at(&m->strs, (uint32_t)b, &lb);
 	int r = memcmp(sa, sb, la < lb ? la : lb);
 
 	return r ? r : (la > lb) - (la < lb);
@@ -579,14 +580,14 @@ static int cmp_track(const void *a, const void *b, void *ctx)
 {
 	const struct merge *m = ctx;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	const uint64_t *kx = rectab_at(&m->tracks, x), *ky = rectab_at(&m->tracks, y);
+	const uint64_t *kx = view_rectab_at(&m->tracks, x), *ky = view_rectab_at(&m->tracks, y);
 	int r = cmp_str(m, kx[0], ky[0]);
 	double px, py;
 
 	if (r)
 		return r;
-	px = strtod(strtab_at(&m->strs, (uint32_t)kx[1], &(size_t){ 0 }), NULL);
-	py = strtod(strtab_at(&m->strs, (uint32_t)ky[1], &(size_t){ 0 }), NULL);
+	px = strtod(view_strtab_at(&m->strs, (uint32_t)kx[1], &(size_t){ 0 }), NULL);
+	py = strtod(view_strtab_at(&m->strs, (uint32_t)ky[1], &(size_t){ 0 }), NULL);
 	if (px != py)
 		return px < py ? -1 : 1;
 	if (m->tinfo[x].main != m->tinfo[y].main)
@@ -668,7 +669,7 @@ static int add_gaps(struct merge *m)
 /* A host with markers but no samples still gets a track to show them. */
 static int track_per_host(struct merge *m)
 {
-	uint32_t empty = strtab_add(&m->strs, "", 0);
+	uint32_t empty = view_strtab_add(&m->strs, "", 0);
 	bool *has; /* by host string: it has a track */
 	int rc = 0;
 
@@ -678,7 +679,7 @@ static int track_per_host(struct merge *m)
 	if (!has)
 		return -ENOMEM;
 	for (size_t t = 0; t < m->tracks.n; t++)
-		has[rectab_at(&m->tracks, t)[0]] = true;
+		has[view_rectab_at(&m->tracks, t)[0]] = true;
 	for (size_t i = 0; rc == 0 && i < m->nmarkers; i++) {
 		uint32_t host = m->markers[i].host;
 		uint64_t key[REC_MAX] = { host, empty };
@@ -686,7 +687,7 @@ static int track_per_host(struct merge *m)
 		if (has[host])
 			continue;
 		has[host] = true;
-		if (rectab_add(&m->tracks, key) == UINT32_MAX ||
+		if (view_rectab_add(&m->tracks, key) == UINT32_MAX ||
 		    fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
 			rc = -ENOMEM;
 		else
@@ -697,7 +698,7 @@ static int track_per_host(struct merge *m)
 	return rc;
 }
 
-int merge_finish(struct merge *m)
+int view_merge_finish(struct merge *m)
 {
 	size_t nt;
 	int rc = add_gaps(m);
@@ -707,9 +708,9 @@ int merge_finish(struct merge *m)
 	if (rc < 0)
 		return rc;
 	m->marker_name[MM_WINDOW] =
-		strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
-	m->marker_name[MM_LOST] = strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));
-	m->marker_name[MM_GAP] = strtab_add(&m->strs, FX_SCHEMA_GAP, strlen(FX_SCHEMA_GAP));
+		view_strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
+	m->marker_name[MM_LOST] = view_strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));
+	m->marker_name[MM_GAP] = view_strtab_add(&m->strs, FX_SCHEMA_GAP, strlen(FX_SCHEMA_GAP));
 	for (int i = 0; i < 3; i++) {
 		if (m->marker_name[i] == UINT32_MAX)
 			return -ENOMEM;
@@ -726,8 +727,8 @@ int merge_finish(struct merge *m)
 	m->nhosts = 0;
 	for (size_t i = 0; i < nt; i++) {
 		m->order[nt + m->order[i]] = (uint32_t)i;
-		if (!i || rectab_at(&m->tracks, m->order[i])[0] !=
-				  rectab_at(&m->tracks, m->order[i - 1])[0])
+		if (!i || view_rectab_at(&m->tracks, m->order[i])[0] !=
+				  view_rectab_at(&m->tracks, m->order[i - 1])[0])
 			m->nhosts++;
 	}
 	if (m->nsamples) /* qsort's array may not be NULL, even empty */

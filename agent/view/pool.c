@@ -181,7 +181,7 @@ void view_pool_free(struct view_pool *p)
 		pthread_join(p->workers[i], NULL);
 	for (size_t i = 0; i < POOL_JOBS; i++) {
 		free(p->jobs[i].data);
-		vchunk_free(&p->jobs[i].c);
+		view_vchunk_free(&p->jobs[i].c);
 	}
 	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->mu);

@@ -129,7 +129,7 @@ static int strs_push(struct parse *p, struct vstrs *v, const unsigned char *s, s
 	return 1;
 }
 
-void vchunk_reset(struct vchunk *c)
+void view_vchunk_reset(struct vchunk *c)
 {
 	c->tlen = 0;
 	c->strings.n = c->marker_types.n = 0;
@@ -143,7 +143,7 @@ void vchunk_reset(struct vchunk *c)
 		c->col[i].n = 0;
 }
 
-void vchunk_free(struct vchunk *c)
+void view_vchunk_free(struct vchunk *c)
 {
 	free(c->text);
 	free(c->strings.v);
@@ -766,7 +766,7 @@ int view_read_chunk(const void *data, size_t len, struct vchunk *c, view_meta_fn
 	int rc;
 
 	why[0] = '\0';
-	vchunk_reset(c);
+	view_vchunk_reset(c);
 	if (!len) {
 		snprintf(why, why_size, "empty file");
 		return -EINVAL;

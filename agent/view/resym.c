@@ -51,15 +51,15 @@ static uint32_t unnamed_lib(const struct merge *m, const uint64_t *fr)
 
 	if (fr[FR_DEPTH] != 0 && fr[FR_DEPTH] != NONE64)
 		return UINT32_MAX;
-	fn = rectab_at(&m->funcs, fr[FR_FUNC]);
+	fn = view_rectab_at(&m->funcs, fr[FR_FUNC]);
 	if (fn[1] == NONE64)
 		return UINT32_MAX;
-	res = rectab_at(&m->res, fn[1]);
+	res = view_rectab_at(&m->res, fn[1]);
 	if (res[1] == NONE64)
 		return UINT32_MAX;
-	lib = rectab_at(&m->libs, res[1]);
-	name = strtab_at(&m->strs, (uint32_t)fn[0], &nlen);
-	lname = strtab_at(&m->strs, (uint32_t)lib[VLIB_NAME], &llen);
+	lib = view_rectab_at(&m->libs, res[1]);
+	name = view_strtab_at(&m->strs, (uint32_t)fn[0], &nlen);
+	lname = view_strtab_at(&m->strs, (uint32_t)lib[VLIB_NAME], &llen);
 	if (nlen <= llen + 3 || memcmp(name, lname, llen) != 0 ||
 	    memcmp(name + llen, "+0x", 3) != 0 ||
 	    strspn(name + llen + 3, "0123456789abcdef") != nlen - llen - 3)
@@ -71,8 +71,8 @@ static uint32_t unnamed_lib(const struct merge *m, const uint64_t *fr)
 static size_t build_id_of(const struct merge *m, uint32_t lib, uint8_t *id)
 {
 	size_t len, i;
-	const char *hex =
-		strtab_at(&m->strs, (uint32_t)rectab_at(&m->libs, lib)[VLIB_CODE_ID], &len);
+	const char *hex = view_strtab_at(
+		&m->strs, (uint32_t)view_rectab_at(&m->libs, lib)[VLIB_CODE_ID], &len);
 
 	if (len < 4 || len % 2 || len / 2 > FX_BUILD_ID_MAX)
 		return 0;
@@ -116,12 +116,12 @@ static int chain_of(struct merge *m, const uint64_t *fr, uint32_t res_idx, uint3
 	uint64_t rec[REC_MAX] = { 0 }, nsym;
 	uint32_t name;
 
-	name = strtab_add(&m->strs, r->sym_name, strlen(r->sym_name));
+	name = view_strtab_add(&m->strs, r->sym_name, strlen(r->sym_name));
 	rec[0] = lib;
 	rec[1] = r->sym_addr;
 	rec[2] = name;
 	rec[3] = r->sym_size ? r->sym_size : NONE64;
-	nsym = name == UINT32_MAX ? UINT32_MAX : rectab_add(&m->nsyms, rec);
+	nsym = name == UINT32_MAX ? UINT32_MAX : view_rectab_add(&m->nsyms, rec);
 	ch->v = calloc(r->n_frames, sizeof(*ch->v));
 	if (nsym == UINT32_MAX || !ch->v)
 		return -ENOMEM;
@@ -129,17 +129,18 @@ static int chain_of(struct merge *m, const uint64_t *fr, uint32_t res_idx, uint3
 		const struct fx_sym_frame *f = &r->frames[k];
 		uint64_t func[REC_MAX] = { 0 };
 
-		func[0] = strtab_add(&m->strs, f->name, strlen(f->name));
+		func[0] = view_strtab_add(&m->strs, f->name, strlen(f->name));
 		func[1] = res_idx;
 		memset(rec, 0, sizeof(rec));
 		rec[FR_ADDR] = fr[FR_ADDR];
 		rec[FR_DEPTH] = k;
 		rec[FR_CAT] = fr[FR_CAT];
-		rec[FR_FUNC] = func[0] == UINT32_MAX ? UINT32_MAX : rectab_add(&m->funcs, func);
+		rec[FR_FUNC] =
+			func[0] == UINT32_MAX ? UINT32_MAX : view_rectab_add(&m->funcs, func);
 		rec[FR_NSYM] = nsym;
 		rec[FR_LINE] = f->line ? f->line : NONE64;
 		if (rec[FR_FUNC] == UINT32_MAX ||
-		    (ch->v[k] = rectab_add(&m->frames, rec)) == UINT32_MAX)
+		    (ch->v[k] = view_rectab_add(&m->frames, rec)) == UINT32_MAX)
 			return -ENOMEM;
 	}
 	ch->n = r->n_frames;
@@ -170,7 +171,7 @@ static int name_lib(struct merge *m, const struct view_resym_opts *o, struct fx_
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < n; i++)
-		addrs[i] = (uint64_t)addr_of(rectab_at(&m->frames, frames[i]));
+		addrs[i] = (uint64_t)addr_of(view_rectab_at(&m->frames, frames[i]));
 	struct fx_elf_source src = {
 		.fd = -1, .path = path, .build_id = id, .build_id_len = id_len
 	};
@@ -186,8 +187,8 @@ static int name_lib(struct merge *m, const struct view_resym_opts *o, struct fx_
 
 			if (!out[i].sym_name || out[i].no_symbol)
 				continue;
-			memcpy(fr, rectab_at(&m->frames, frames[i]), sizeof(fr));
-			fn = rectab_at(&m->funcs, fr[FR_FUNC]);
+			memcpy(fr, view_rectab_at(&m->frames, frames[i]), sizeof(fr));
+			fn = view_rectab_at(&m->funcs, fr[FR_FUNC]);
 			rc = chain_of(m, fr, (uint32_t)fn[1], lib, &out[i], &chains[frames[i]]);
 			st->frames_named += !rc;
 		}
@@ -206,7 +207,7 @@ static int rebuild_stacks(struct merge *m, const struct chain *chains)
 	if (!map)
 		return -ENOMEM;
 	for (size_t i = 0; i < m->stacks.n; i++) {
-		const uint64_t *st = rectab_at(&m->stacks, i);
+		const uint64_t *st = view_rectab_at(&m->stacks, i);
 		uint64_t rec[REC_MAX] = { 0 }, prefix = st[1] == NONE64 ? NONE64 : map[st[1]];
 		const struct chain *c = &chains[st[0]];
 		uint32_t one = (uint32_t)st[0];
@@ -216,10 +217,10 @@ static int rebuild_stacks(struct merge *m, const struct chain *chains)
 		for (k = 0; k < n; k++) {
 			rec[0] = v[k];
 			rec[1] = prefix;
-			prefix = rectab_add(&ns, rec);
+			prefix = view_rectab_add(&ns, rec);
 			if (prefix == UINT32_MAX) {
 				free(map);
-				rectab_free(&ns);
+				view_rectab_free(&ns);
 				return -ENOMEM;
 			}
 		}
@@ -230,7 +231,7 @@ static int rebuild_stacks(struct merge *m, const struct chain *chains)
 			m->samples[i].stack = map[m->samples[i].stack];
 	}
 	free(map);
-	rectab_free(&m->stacks);
+	view_rectab_free(&m->stacks);
 	m->stacks = ns;
 	return 0;
 }
@@ -271,7 +272,7 @@ int view_resym(struct merge *m, const struct view_resym_opts *o, struct view_res
 		goto out;
 	/* The unnamed frames, by library. */
 	for (i = 0; i < nf; i++) {
-		lib_of[i] = unnamed_lib(m, rectab_at(&m->frames, i));
+		lib_of[i] = unnamed_lib(m, view_rectab_at(&m->frames, i));
 		if (lib_of[i] != UINT32_MAX)
 			order[n++] = (uint32_t)i;
 	}

@@ -370,7 +370,7 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 
 static bool vstr_is(const struct vchunk *c, struct vstr s, const char *want)
 {
-	return s.len == strlen(want) && !memcmp(vstr_at(c, s), want, s.len);
+	return s.len == strlen(want) && !memcmp(view_vstr_at(c, s), want, s.len);
 }
 
 static bool has_label(const struct vchunk *c, const char *kv)
@@ -381,7 +381,7 @@ static bool has_label(const struct vchunk *c, const char *kv)
 	for (size_t i = 0; i < c->nlabels; i++) {
 		const struct vlabel *l = &c->labels[i];
 
-		if (l->key.len == klen && !memcmp(vstr_at(c, l->key), kv, klen) &&
+		if (l->key.len == klen && !memcmp(view_vstr_at(c, l->key), kv, klen) &&
 		    vstr_is(c, l->value, eq + 1))
 			return true;
 	}
@@ -456,9 +456,9 @@ static int on_read(void *arg, const char *name, struct vchunk *c, int rc, const 
 
 	r->done++;
 	r->bytes += len;
-	if (rc == 0 && merge_has_window(&r->m, c))
+	if (rc == 0 && view_merge_has_window(&r->m, c))
 		r->duplicates++;
-	else if (rc == 0 && (rc = merge_add(&r->m, c)) == 0)
+	else if (rc == 0 && (rc = view_merge_add(&r->m, c)) == 0)
 		r->merged++;
 	if (rc == 1)
 		r->unselected++;
@@ -668,7 +668,7 @@ int fx_view_main(int argc, char **argv)
 		fprintf(stderr, "Try 'fxagent view --help'.\n");
 		return EXIT_USAGE;
 	}
-	merge_init(&r.m, o.merge, o.bucket_ms, o.max_samples);
+	view_merge_init(&r.m, o.merge, o.bucket_ms, o.max_samples);
 	r.m.from = o.from;
 	r.m.to = o.to;
 	r.progress = isatty(STDERR_FILENO) && !o.json;
@@ -684,7 +684,7 @@ int fx_view_main(int argc, char **argv)
 	}
 	view_pool_free(r.pool);
 	if (rc == 0)
-		rc = merge_finish(&r.m);
+		rc = view_merge_finish(&r.m);
 	if (rc == 0) {
 		struct view_resym_opts ro = { .debug_dirs = o.debug_dirs,
 					      .ndebug_dirs = o.ndebug_dirs,
@@ -702,7 +702,7 @@ int fx_view_main(int argc, char **argv)
 		rc = output(&r);
 	for (size_t i = 0; i < BAD_NAMED; i++)
 		free(r.bad_names[i]);
-	merge_free(&r.m);
+	view_merge_free(&r.m);
 	free(o.debuginfod_urls);
 	return rc < 0 ? 1 : 0;
 }

@@ -112,10 +112,10 @@ struct vchunk {
 	struct vcol col[VC_NCOLS];
 };
 
-void vchunk_reset(struct vchunk *c);
-void vchunk_free(struct vchunk *c);
+void view_vchunk_reset(struct vchunk *c);
+void view_vchunk_free(struct vchunk *c);
 
-static inline const char *vstr_at(const struct vchunk *c, struct vstr s)
+static inline const char *view_vstr_at(const struct vchunk *c, struct vstr s)
 {
 	/* A chunk without a string (all its keys missing) has no text yet:
 	 * NULL + 0 is undefined behaviour (fuzz_view). */
@@ -220,11 +220,11 @@ struct merge {
 	struct rectab tracks;
 	struct mtrack *tinfo; /* per track */
 	size_t tinfo_cap;
-	uint32_t *order; /* tracks in the order written, after merge_finish */
+	uint32_t *order; /* tracks in the order written, after view_merge_finish */
 	/* Windows merged: host, target, seq, start, end (doubles' bits). */
 	struct rectab windows;
-	uint32_t nhosts;	 /* hosts merged, after merge_finish */
-	uint32_t marker_name[3]; /* by enum mmarker_type, after merge_finish */
+	uint32_t nhosts;	 /* hosts merged, after view_merge_finish */
+	uint32_t marker_name[3]; /* by enum mmarker_type, after view_merge_finish */
 
 	struct msample *samples;
 	size_t nsamples, samples_cap;
@@ -241,31 +241,32 @@ struct merge {
 	size_t map_cap[7];
 };
 
-int merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms, size_t fold_threshold);
-void merge_free(struct merge *m);
+int view_merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms,
+		    size_t fold_threshold);
+void view_merge_free(struct merge *m);
 /* Adds chunk @c (read and checked). Returns 0 or -ENOMEM. */
-int merge_add(struct merge *m, const struct vchunk *c);
+int view_merge_add(struct merge *m, const struct vchunk *c);
 /* Whether a chunk of the same host, target, window and sequence number was
  * merged already (a chunk listed twice). */
-bool merge_has_window(struct merge *m, const struct vchunk *c);
+bool view_merge_has_window(struct merge *m, const struct vchunk *c);
 /* After the last chunk: the gap markers, samples folded and in time order
  * per track. Returns 0 or -ENOMEM. */
-int merge_finish(struct merge *m);
+int view_merge_finish(struct merge *m);
 /* Interns a string. Returns its index or UINT32_MAX when memory ran out. */
-uint32_t strtab_add(struct strtab *t, const char *s, size_t len);
-static inline const char *strtab_at(const struct strtab *t, uint32_t i, size_t *len)
+uint32_t view_strtab_add(struct strtab *t, const char *s, size_t len);
+static inline const char *view_strtab_at(const struct strtab *t, uint32_t i, size_t *len)
 {
 	*len = (size_t)(t->ref[i] & 0xffffffffu);
 	return t->text + (t->ref[i] >> 32);
 }
 
-static inline const uint64_t *rectab_at(const struct rectab *t, size_t i)
+static inline const uint64_t *view_rectab_at(const struct rectab *t, size_t i)
 {
 	return t->v + i * t->width;
 }
 /* The index of record @r, added if new; UINT32_MAX when memory ran out. */
-uint32_t rectab_add(struct rectab *t, const uint64_t *r);
-void rectab_free(struct rectab *t);
+uint32_t view_rectab_add(struct rectab *t, const uint64_t *r);
+void view_rectab_free(struct rectab *t);
 
 /* ---- naming what chunks left unnamed (resym.c) ---- */
 
@@ -282,7 +283,7 @@ struct view_resym_stats {
 	size_t libs_missing;   /* libraries without one */
 };
 
-/* After merge_finish(): names the frames the chunks left unnamed from the
+/* After view_merge_finish(): names the frames the chunks left unnamed from the
  * debug files of their libraries' build-ids (see resym.c). Returns 0 or
  * -ENOMEM. */
 int view_resym(struct merge *m, const struct view_resym_opts *o, struct view_resym_stats *st);

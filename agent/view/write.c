@@ -35,7 +35,7 @@ static const char *str(const struct merge *m, uint64_t i)
 {
 	size_t len;
 
-	return strtab_at(&m->strs, (uint32_t)i, &len);
+	return view_strtab_at(&m->strs, (uint32_t)i, &len);
 }
 
 static void write_meta(const struct merge *m, struct fx_json *j)
@@ -70,7 +70,7 @@ static void write_libs(const struct merge *m, struct fx_json *j)
 
 	fx_json_key_array(j, "libs");
 	for (size_t i = 0; i < m->libs.n; i++) {
-		const uint64_t *l = rectab_at(&m->libs, i);
+		const uint64_t *l = view_rectab_at(&m->libs, i);
 
 		fx_json_object_begin(j);
 		for (int f = 0; f < VLIB_NFIELDS; f++)
@@ -85,7 +85,7 @@ static void index_column(struct fx_json *j, const char *key, const struct rectab
 {
 	fx_json_key_array(j, key);
 	for (size_t i = 0; i < t->n; i++)
-		put_index(j, rectab_at(t, i)[field]);
+		put_index(j, view_rectab_at(t, i)[field]);
 	fx_json_array_end(j);
 }
 
@@ -102,13 +102,13 @@ static void write_frames(const struct merge *m, struct fx_json *j)
 	table_begin(j, "frameTable", t->n);
 	fx_json_key_array(j, "address");
 	for (size_t i = 0; i < t->n; i++)
-		fx_json_int(j, (int64_t)from_bits(rectab_at(t, i)[0]));
+		fx_json_int(j, (int64_t)from_bits(view_rectab_at(t, i)[0]));
 	fx_json_array_end(j);
 	index_column(j, "inlineDepth", t, 1);
 	index_column(j, "category", t, 2);
 	fx_json_key_array(j, "subcategory");
 	for (size_t i = 0; i < t->n; i++)
-		put_index(j, rectab_at(t, i)[2] == NONE64 ? NONE64 : 0);
+		put_index(j, view_rectab_at(t, i)[2] == NONE64 ? NONE64 : 0);
 	fx_json_array_end(j);
 	index_column(j, "func", t, 3);
 	index_column(j, "nativeSymbol", t, 4);
@@ -125,7 +125,7 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	fx_json_key_array(j, "stringArray");
 	for (size_t i = 0; i < m->strs.n; i++) {
 		size_t len;
-		const char *s = strtab_at(&m->strs, (uint32_t)i, &len);
+		const char *s = view_strtab_at(&m->strs, (uint32_t)i, &len);
 
 		fx_json_string_n(j, s, len);
 	}
@@ -151,7 +151,7 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	fx_json_key_column(j, "relevantForJS", m->funcs.n, "false");
 	fx_json_key_array(j, "resource");
 	for (size_t i = 0; i < m->funcs.n; i++) {
-		uint64_t r = rectab_at(&m->funcs, i)[1];
+		uint64_t r = view_rectab_at(&m->funcs, i)[1];
 
 		fx_json_int(j, r == NONE64 ? -1 : (int64_t)r);
 	}
@@ -169,7 +169,7 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	index_column(j, "frame", &m->stacks, 0);
 	fx_json_key_array(j, "prefixOffset");
 	for (size_t i = 0; i < m->stacks.n; i++) {
-		uint64_t p = rectab_at(&m->stacks, i)[1];
+		uint64_t p = view_rectab_at(&m->stacks, i)[1];
 
 		fx_json_uint(j, p == NONE64 ? 0 : i - p);
 	}
@@ -312,7 +312,7 @@ static void write_samples(const struct merge *m, const struct msample *s, size_t
 static void track_ids(const struct merge *m, uint32_t t, size_t rank, char *pid, size_t size,
 		      int64_t *tid)
 {
-	const uint64_t *key = rectab_at(&m->tracks, t);
+	const uint64_t *key = view_rectab_at(&m->tracks, t);
 
 	if (m->mode == FX_VIEW_MERGE_ALL || !*str(m, key[1])) {
 		snprintf(pid, size, "%s", str(m, key[0]));
@@ -332,7 +332,7 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 {
 	uint32_t t = m->order[rank];
 	const struct mtrack *ti = &m->tinfo[t];
-	const char *host = str(m, rectab_at(&m->tracks, t)[0]);
+	const char *host = str(m, view_rectab_at(&m->tracks, t)[0]);
 	char pid[600], pname[600];
 	int64_t tid;
 
@@ -344,7 +344,7 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 	fx_json_object_begin(j);
 	fx_profile_thread_head(j, str(m, ti->name), pname, ti->main, pid, tid);
 	write_samples(m, s, n, j);
-	write_markers(m, rectab_at(&m->tracks, t)[0], carrier, j);
+	write_markers(m, view_rectab_at(&m->tracks, t)[0], carrier, j);
 	fx_json_object_end(j);
 }
 
@@ -359,8 +359,8 @@ int view_write_json(const struct merge *m, struct fx_json *j)
 	fx_json_key_array(j, "threads");
 	for (size_t r = 0; r < nt; r++) {
 		uint32_t t = m->order[r];
-		uint64_t host = rectab_at(&m->tracks, t)[0];
-		bool carrier = !r || rectab_at(&m->tracks, m->order[r - 1])[0] != host;
+		uint64_t host = view_rectab_at(&m->tracks, t)[0];
+		bool carrier = !r || view_rectab_at(&m->tracks, m->order[r - 1])[0] != host;
 		size_t first = next;
 
 		while (next < m->nsamples && m->samples[next].track == t)

@@ -45,17 +45,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t nsamples;
 
 		/* A small threshold: folding runs too. */
-		merge_init(&m, (enum fx_view_merge)(size % 3), 0, 64);
-		FUZZ_CHECK(merge_add(&m, &c) == 0, "merge_add");
+		view_merge_init(&m, (enum fx_view_merge)(size % 3), 0, 64);
+		FUZZ_CHECK(view_merge_add(&m, &c) == 0, "view_merge_add");
 		nsamples = m.nsamples;
-		FUZZ_CHECK(merge_add(&m, &c) == 0 && m.nsamples == nsamples,
+		FUZZ_CHECK(view_merge_add(&m, &c) == 0 && m.nsamples == nsamples,
 			   "the same window merged twice");
-		FUZZ_CHECK(merge_finish(&m) == 0, "merge_finish");
+		FUZZ_CHECK(view_merge_finish(&m) == 0, "view_merge_finish");
 		FUZZ_CHECK(j != NULL, "fx_json_new");
 		FUZZ_CHECK(view_write_json(&m, j) == 0 && fx_json_finish(j) == 0, "write");
 		fx_json_free(j);
-		merge_free(&m);
+		view_merge_free(&m);
 	}
-	vchunk_free(&c);
+	view_vchunk_free(&c);
 	return 0;
 }
