@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The shape of agent/: no two files depend on each other, and no function is
-longer than MAX_LINES. Exit 0: both hold; 1: what breaks them is listed.
+"""The shape of agent/: no two files depend on each other, no function is
+longer than MAX_LINES, and a function a folder's private header (*_int.h)
+declares carries that folder's prefix (PREFIXES), never the contract
+headers' fx_. Exit 0: both hold; 1: what breaks them is listed.
 
 A file depends on another when it calls a function the other defines (not
 static). Files that depend on each other, directly or through others, are a
@@ -21,6 +23,10 @@ COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 # A definition: a line at column 0 that is not static, ends a type and names
 # a function; its body's "{" is at column 0 on a later line.
+# The prefixes of the functions each folder's *_int.h declares.
+PREFIXES = {"config": ("cfg_",), "pipeline": ("pipe_",), "profile": ("prof_",),
+            "symbols": ("sym_",), "upload": ("upl_",), "view": ("view_", "src_")}
+DECL = re.compile(r"^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\(", re.M)
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "defined"}
 DEF = re.compile(r"^(?!static\b)(?!typedef\b)[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\(", re.M)
 
@@ -91,6 +97,30 @@ def cycles(graph):
     return found
 
 
+def private_names():
+    """Functions of the *_int.h headers without their folder's prefix."""
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "agent/*_int.h"],
+                         capture_output=True, text=True, check=True).stdout
+    problems = []
+    for rel in out.splitlines():
+        folder = rel.split("/")[1]
+        want = PREFIXES.get(folder)
+        with open(os.path.join(ROOT, rel), errors="replace") as f:
+            text = strip(f.read())
+        for m in DECL.finditer(text):
+            name = m[1]
+            if name.startswith("__") or name in KEYWORDS:
+                continue
+            if want is None:
+                problems.append(f"{rel}: no prefix is set for {folder}/ (PREFIXES)")
+                break
+            if not name.startswith(want):
+                line = text.count("\n", 0, m.start()) + 1
+                problems.append(f"{rel}:{line}: {name} is shared within {folder}/ only: "
+                                f"name it {want[0]}...")
+    return problems
+
+
 def main():
     text = {}
     for rel in sources():
@@ -118,6 +148,7 @@ def main():
         for name, line, n in functions(t):
             if n > MAX_LINES:
                 problems.append(f"{rel}:{line}: {name} is {n} lines, over {MAX_LINES}")
+    problems += private_names()
     for p in problems:
         print(p)
     print(f"check-layout: {len(problems)} problems" if problems else
