@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/hashtab.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +60,8 @@ void fx_hashtab_insert(struct fx_hashtab *h, uint64_t hash, uint32_t idx)
 {
 	size_t mask = h->cap - 1, pos = (size_t)hash & mask;
 
+	/* After a reserve for one more: the table stays at most half full. */
+	assert(h->cap && h->count + 1 <= h->cap / 2);
 	while (h->slots[pos])
 		pos = (pos + 1) & mask;
 	fx_hashtab_put(h, pos, idx);

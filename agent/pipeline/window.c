@@ -3,6 +3,7 @@
 #include "fxagent/hash.h"
 #include "fxagent/util.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,7 @@ uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_fram
 int fx_window_add_sample(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
 			 uint32_t stack)
 {
+	assert(stack == FX_NONE || stack < w->nstacks);
 	if (fx_grow(&w->samples, &w->samples_cap, w->nsamples + 1, sizeof(*w->samples)) < 0)
 		return -ENOMEM;
 	w->samples[w->nsamples++] = (struct fx_window_sample){

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/metrics.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,9 @@ int fx_metrics_write(const char *path, const struct fx_metric *m, size_t n)
 	if (!f)
 		return -errno;
 	for (size_t i = 0; i < n; i++) {
+		/* One name's metrics are adjacent: its HELP and TYPE come once. */
+		for (size_t k = 0; k + 1 < i; k++)
+			assert(strcmp(m[k].name, m[i].name) || !strcmp(m[i - 1].name, m[i].name));
 		if (i == 0 || strcmp(m[i].name, m[i - 1].name)) {
 			fprintf(f, "# HELP %s %s\n", m[i].name, m[i].help);
 			fprintf(f, "# TYPE %s %s\n", m[i].name, m[i].gauge ? "gauge" : "counter");

@@ -25,6 +25,7 @@
 #ifndef FXAGENT_HASHTAB_H
 #define FXAGENT_HASHTAB_H
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,7 @@ static inline size_t fx_hashtab_probe(const struct fx_hashtab *h, uint64_t hash,
 	const uint32_t *slots = h->slots;
 	size_t mask = h->cap - 1, pos = (size_t)hash & mask;
 
+	assert(h->cap && !(h->cap & mask));
 	while (slots[pos] && !eq(ctx, slots[pos] - 1, key))
 		pos = (pos + 1) & mask;
 	return pos;
@@ -91,6 +93,7 @@ static inline uint32_t fx_hashtab_at(const struct fx_hashtab *h, size_t pos)
  * no change to the table in between. */
 static inline void fx_hashtab_put(struct fx_hashtab *h, size_t pos, uint32_t idx)
 {
+	assert(pos < h->cap && !h->slots[pos] && idx != FX_HASHTAB_NONE);
 	h->slots[pos] = idx + 1;
 	h->count++;
 }

@@ -166,6 +166,18 @@ static uint64_t stack_end(uint64_t sp)
 	return end;
 }
 
+/* The stack as raw bytes, as the kernel copies it for a sample: ASan's
+ * redzones in the frames are part of it, so this copy is not checked (and
+ * not memcpy, which ASan checks whatever the function's attribute). */
+__attribute__((noinline, no_sanitize("address"))) static void copy_stack(uint8_t *dst,
+									 uintptr_t src, size_t len)
+{
+	const volatile uint8_t *p = (const volatile uint8_t *)src;
+
+	for (size_t i = 0; i < len; i++)
+		dst[i] = p[i];
+}
+
 __attribute__((noinline)) static void capture(void)
 {
 	ucontext_t uc;
@@ -177,7 +189,7 @@ __attribute__((noinline)) static void capture(void)
 	sp = snap.regs[7];
 	len = stack_end(sp) - sp;
 	snap.stack_len = len < sizeof(snap.stack) ? len : sizeof(snap.stack);
-	memcpy(snap.stack, (const void *)(uintptr_t)sp, snap.stack_len);
+	copy_stack(snap.stack, (uintptr_t)sp, snap.stack_len);
 	__asm__ volatile("" ::: "memory");
 }
 
