@@ -3,7 +3,7 @@
 """Stripped objects: this build's symbolizer against an older build's.
 
 Production binaries are stripped: Debian's python3.11, libpython3.11 and
-liblzma keep .dynsym and .eh_frame, no .symtab, no DWARF. Since a5c4d70 the
+liblzma keep .dynsym and .eh_frame, no .symtab, no DWARF. The
 symbolizer reads such an object's FDE table (.eh_frame_hdr, .eh_frame) and
 names code without a symbol after the start of the function its FDE covers;
 the bound is symbolization of 2000 cold addresses within 10% of what it
@@ -48,8 +48,8 @@ build's helper (older ones do not print it): the FDE ranges and their bytes
 (its stats), everything it counts, what malloc's heap grew by, and what the
 RSS grew by in a process's first round.
 
-An older build, e.g. of a5c4d70^ (before the FDE tables):
-    git worktree add ../old a5c4d70^
+An older build, e.g. of the commit before the FDE tables (OLD_COMMIT):
+    git worktree add ../old OLD_COMMIT
     cmake -S ../old -B ../old/build && cmake --build ../old/build --target fx-bench-sym
 
 usage: bench/stripped.py [--build DIR] [--compare-build DIR] [--quick]
