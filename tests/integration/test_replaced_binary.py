@@ -23,8 +23,8 @@ Checked:
 - the libs of P1 and P2 carry the build-ids of A and B (codeId); their
   entries in meta.fxagent.symbols have keys of their own; P1's says the file
   at its path was deleted or replaced, P2's does not; Q's does not in the
-  chunks of windows that ended before `app2` was replaced, and does in those
-  that began a second after;
+  chunks written before `app2` was replaced (the status is decided when a
+  chunk is written), and does in those of windows that began a second after;
 - the agent's own name check finds 0 wrong.
 """
 
@@ -142,6 +142,7 @@ def body(t):
     d = Daemon(t, "replaced", "window:\n  seconds: 1\n", "--check-names")
     d.wait_started()
     fxtest.wait_for(lambda: len(d.chunks(running=True).get("system", [])) >= 2, 20, 0.1)
+    written = {p for _, p in d.chunks(running=True).get("system", [])}
     replaced_ms = time.time() * 1000
     rename_over(b, app2)
     fxtest.wait_for(lambda: len(d.chunks(running=True).get("system", [])) >= 5, 20, 0.1)
@@ -180,7 +181,7 @@ def body(t):
             t.check(s2 and REPLACED not in s2, f"{name}: P2's status {s2!r}")
         if libs["Q"]:
             _, sq = status_of(prof, libs["Q"])
-            if fx["windowEnd"] < replaced_ms:
+            if path in written:
                 before += 1
                 t.check(sq and REPLACED not in sq,
                         f"{name}: Q's status {sq!r} before app2 was replaced")
