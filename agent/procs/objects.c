@@ -25,6 +25,10 @@
  * Marking a path's entry marks its file's too, so a file entry is never
  * older than its paths'. Others get copies of the fd: a known file without
  * one may get one later. */
+struct fx_file_id {
+	uint64_t dev, ino;
+};
+
 struct entry {
 	struct fx_object ob; /* first: fx_objects_get() hands out &e->ob */
 	uint32_t file;	     /* id of the entry that holds the file's state */
@@ -34,10 +38,12 @@ struct entry {
 	/* Whether the path now names another file (fx_objects_replaced()):
 	 * asked through the root of the last process that mapped it, at most
 	 * once a second (checked: CLOCK_MONOTONIC ns, 0 never); once replaced,
-	 * for good. */
+	 * for good. same: the (dev, ino) the path showed when last found to be
+	 * this file under another inode (a container's overlay). */
 	uint32_t pid;
 	uint64_t checked;
 	bool replaced;
+	struct fx_file_id same;
 };
 
 struct alias {
@@ -411,22 +417,25 @@ static void open_vdso(struct fx_objects *o, const struct fx_mapping_info *m, str
 	o->stats.fds++;
 }
 
-/* Whether @path, as process @pid sees it, names another file than @fd's
- * (which the process mapped): 1 when deleted or replaced since (a package
+/* Whether @path, as process @pid sees it, names another file than @st's
+ * (the one the process mapped): 1 when deleted or replaced since (a package
  * upgrade renames a new build over a running binary), 0 when the same file,
  * <0 when it cannot tell (the process is gone). Another (dev, ino) is still
  * the same file when its build-id (without one: size and mtime) is: a
- * container's overlay shows its own inode for the file a mapping holds. */
-static int path_replaced(const char *proc_root, uint32_t pid, const char *path, int fd,
-			 const uint8_t *bid, size_t bid_len)
+ * container's overlay shows its own inode for the file a mapping holds.
+ * *@same is that (dev, ino) once found the same, so that it is not read
+ * again at the next question. */
+static int path_replaced(const char *proc_root, uint32_t pid, const char *path,
+			 const struct stat *st, const uint8_t *bid, size_t bid_len,
+			 struct fx_file_id *same)
 {
 	char root[128], at[4096];
-	struct stat st, now;
+	struct stat now;
 	uint8_t got[FX_BUILD_ID_MAX];
-	int pfd, len;
+	int pfd, len, other;
 
 	/* A memfd's "path" never was on disk. */
-	if (fd < 0 || path[0] != '/' || !strncmp(path, "/memfd:", 7) || fstat(fd, &st) < 0)
+	if (path[0] != '/' || !strncmp(path, "/memfd:", 7))
 		return -EINVAL;
 	snprintf(root, sizeof(root), "%s/%" PRIu32 "/root", proc_root, pid);
 	if (snprintf(at, sizeof(at), "%s%s", root, path) >= (int)sizeof(at))
@@ -439,66 +448,69 @@ static int path_replaced(const char *proc_root, uint32_t pid, const char *path, 
 			return -ESRCH;
 		return err == ENOENT || err == ENOTDIR ? 1 : -err;
 	}
-	if (now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+	if ((now.st_dev == st->st_dev && now.st_ino == st->st_ino) ||
+	    (now.st_dev == same->dev && now.st_ino == same->ino))
 		return 0;
-	if (!bid_len)
-		return now.st_size != st.st_size || now.st_mtim.tv_sec != st.st_mtim.tv_sec ||
-		       now.st_mtim.tv_nsec != st.st_mtim.tv_nsec;
-	pfd = fx_elf_open_regular(at);
-	if (pfd < 0)
-		return 1; /* not a regular ELF file now: not what ran */
-	len = fx_elf_build_id_fd(pfd, got, sizeof(got));
-	close(pfd);
-	return len != (int)bid_len || memcmp(got, bid, bid_len) != 0;
-}
-
-/* Asks path_replaced() for entry @id, at most once a second (a window is one
- * or more), without the lock held over the file system. */
-static bool check_replaced(struct fx_objects *o, uint32_t id)
-{
-	uint8_t bid[FX_BUILD_ID_MAX];
-	size_t bid_len;
-	uint32_t pid;
-	char *path;
-	int fd, r;
-
-	uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
-
-	pthread_mutex_lock(&o->lock);
-	if (id >= o->n || !o->v[id] || o->v[id]->ob.special || o->v[id]->replaced ||
-	    (o->v[id]->checked && now - o->v[id]->checked < 1000000000ULL) || !o->v[id]->pid) {
-		bool r0 = id < o->n && o->v[id] && o->v[id]->replaced;
-
-		pthread_mutex_unlock(&o->lock);
-		return r0;
+	if (!bid_len) {
+		other = now.st_size != st->st_size || now.st_mtim.tv_sec != st->st_mtim.tv_sec ||
+			now.st_mtim.tv_nsec != st->st_mtim.tv_nsec;
+	} else {
+		pfd = fx_elf_open_regular(at);
+		if (pfd < 0)
+			return 1; /* not a regular ELF file now: not what ran */
+		len = fx_elf_build_id_fd(pfd, got, sizeof(got));
+		close(pfd);
+		other = len != (int)bid_len || memcmp(got, bid, bid_len) != 0;
 	}
-	o->v[id]->checked = now;
-	pid = o->v[id]->pid;
-	path = strdup(o->v[id]->ob.path);
-	bid_len = o->v[id]->ob.build_id_len;
-	memcpy(bid, o->v[id]->ob.build_id, bid_len);
-	fd = o->v[o->v[id]->file]->fd >= 0 ? fcntl(o->v[o->v[id]->file]->fd, F_DUPFD_CLOEXEC, 3)
-					   : -1;
-	pthread_mutex_unlock(&o->lock);
-	r = path ? path_replaced(o->proc_root, pid, path, fd, bid, bid_len) : -ENOMEM;
-	free(path);
-	if (fd >= 0)
-		close(fd);
-	pthread_mutex_lock(&o->lock);
-	/* Retired meanwhile: its slot is NULL, and stays so. */
-	if (r == 1 && id < o->n && o->v[id]) {
-		o->v[id]->replaced = true;
-		o->stats.replaced++;
-	}
-	pthread_mutex_unlock(&o->lock);
-	return r == 1;
+	if (!other)
+		*same = (struct fx_file_id){ now.st_dev, now.st_ino };
+	return other;
 }
 
 /* What it changes is a cache of the file system's answer: readers see the
- * table as const. */
-bool fx_objects_replaced(const struct fx_objects *o, uint32_t id)
+ * table as const. The file system is asked without the lock held. */
+bool fx_objects_replaced(const struct fx_objects *objs, uint32_t id)
 {
-	return check_replaced((struct fx_objects *)o, id);
+	struct fx_objects *o = (struct fx_objects *)objs;
+	uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
+	uint8_t bid[FX_BUILD_ID_MAX];
+	struct fx_file_id same;
+	struct entry *e, *f;
+	struct stat st;
+	size_t bid_len;
+	uint32_t pid;
+	char *path;
+	bool known;
+	int r;
+
+	pthread_mutex_lock(&o->lock);
+	e = id < o->n ? o->v[id] : NULL;
+	f = e ? o->v[e->file] : NULL;
+	/* At most once a second (a window is one or more). */
+	if (!e || e->replaced || e->ob.special || !e->pid || f->fd < 0 ||
+	    (e->checked && now - e->checked < 1000000000ULL) || fstat(f->fd, &st) < 0) {
+		known = e && e->replaced;
+		pthread_mutex_unlock(&o->lock);
+		return known;
+	}
+	e->checked = now;
+	pid = e->pid;
+	path = strdup(e->ob.path);
+	bid_len = e->ob.build_id_len;
+	memcpy(bid, e->ob.build_id, bid_len);
+	same = e->same;
+	pthread_mutex_unlock(&o->lock);
+	r = path ? path_replaced(o->proc_root, pid, path, &st, bid, bid_len, &same) : -ENOMEM;
+	free(path);
+	pthread_mutex_lock(&o->lock);
+	/* Retired meanwhile: its slot is NULL, and stays so. */
+	e = o->v[id];
+	if (e) {
+		e->replaced = r == 1;
+		e->same = same;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return r == 1;
 }
 
 static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
@@ -579,7 +591,6 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m)
 {
 	uint32_t id;
-
 	bool fresh;
 
 	pthread_mutex_lock(&o->lock);
@@ -595,7 +606,7 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 	/* Asked now too, while the process that mapped it is surely there: a
 	 * short-lived one is gone when its window is written. */
 	if (fresh)
-		check_replaced(o, id);
+		fx_objects_replaced(o, id);
 	return id;
 }
 

@@ -63,7 +63,6 @@ struct fx_objects_stats {
 	uint64_t fds;		/* fds held */
 	uint64_t closed_unused; /* fds closed by fx_objects_retire_unused() */
 	uint64_t retired;	/* objects (entries) retired by it */
-	uint64_t replaced;	/* objects whose path now names another file */
 };
 
 struct fx_objects;
@@ -106,8 +105,9 @@ size_t fx_objects_retire_unused(struct fx_objects *objs, uint64_t epoch);
  * renames a new build over a running binary). Its frames are still named
  * from the file that ran, through its mapping; a user who reads the file now
  * at the path must be told. Asked when the object is first seen and at most
- * once a second after (a stat, and a build-id read when the inode differs);
- * once replaced, always. False when it cannot tell (the process is gone). */
+ * once a second after (a stat; a build-id read when the path shows another
+ * inode, once per inode); once replaced, always. False when it cannot tell
+ * (the process is gone). */
 bool fx_objects_replaced(const struct fx_objects *objs, uint32_t id);
 /* One more than the highest id given: the size of an array by id. */
 size_t fx_objects_count(const struct fx_objects *objs);
