@@ -160,8 +160,12 @@ static void write_symbols(const struct fx_profile_input *in, struct fx_json *j, 
 			continue;
 		if (l->path && name_shared(in, i, false)) {
 			if (name_shared(in, i, true)) {
-				for (size_t b = 0; b < l->build_id_len && b < FX_BUILD_ID_MAX; b++)
-					snprintf(hex + 2 * b, 3, "%02x", l->build_id[b]);
+				if (l->build_id)
+					fx_elf_hex(l->build_id,
+						   l->build_id_len < FX_BUILD_ID_MAX
+							   ? l->build_id_len
+							   : FX_BUILD_ID_MAX,
+						   hex);
 				snprintf(key, sizeof(key), "%s (%s, build-id %s)", l->name, l->path,
 					 hex[0] ? hex : "none");
 			} else {
