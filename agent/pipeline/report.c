@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fxagent/log.h"
@@ -284,21 +283,6 @@ static int collect_threads(struct ctx *c, size_t *marker_thread)
 	return 0;
 }
 
-static void wallclock_text(double start_ms, double end_ms, char *out, size_t len)
-{
-	/* Rounded: a window that ends on a second boundary may be a hair short
-	 * of it in floating point. */
-	time_t a = (time_t)(start_ms / 1000 + 0.5), b = (time_t)(end_ms / 1000 + 0.5);
-	struct tm ta, tb;
-	char sa[32], sb[32];
-
-	gmtime_r(&a, &ta);
-	gmtime_r(&b, &tb);
-	strftime(sa, sizeof(sa), "%Y-%m-%dT%H:%M:%SZ", &ta);
-	strftime(sb, sizeof(sb), "%H:%M:%SZ", &tb);
-	snprintf(out, len, "%s - %s", sa, sb);
-}
-
 size_t fx_report_lost_markers(const struct fx_lost_event *lost, size_t n, uint64_t start_ns,
 			      uint64_t end_ns, struct fx_profile_marker *out)
 {
@@ -369,10 +353,10 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 	ret = collect_threads(&c, &marker_thread);
 	if (ret < 0)
 		goto out;
-	wallclock_text(in->meta.start_time_ms,
-		       in->meta.end_time_ms ? in->meta.end_time_ms
-					    : in->meta.start_time_ms + dur_ms,
-		       wall, sizeof(wall));
+	fx_profile_wallclock(in->meta.start_time_ms,
+			     in->meta.end_time_ms ? in->meta.end_time_ms
+						  : in->meta.start_time_ms + dur_ms,
+			     wall, sizeof(wall));
 	markers[nmarkers++] = (struct fx_profile_marker){
 		.type = FX_MARKER_RECORDING,
 		.start_ms = 0,

@@ -10,8 +10,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- writing ---- */
+
+/* Seconds of @ms for gmtime_r(): a double past time_t's range does not
+ * convert (fuzz_view). The last second of the year 9999 bounds it. */
+static time_t wall_secs(double ms)
+{
+	return ms >= 0 && ms < 253402300800000.0 - 500 ? (time_t)(ms / 1000 + 0.5) : 0;
+}
+
+void fx_profile_wallclock(double start_ms, double end_ms, char *buf, size_t size)
+{
+	time_t a = wall_secs(start_ms), b = wall_secs(end_ms);
+	struct tm ta, tb;
+	char sa[32], sb[16];
+
+	gmtime_r(&a, &ta);
+	gmtime_r(&b, &tb);
+	strftime(sa, sizeof(sa), "%Y-%m-%dT%H:%M:%SZ", &ta);
+	strftime(sb, sizeof(sb), "%H:%M:%SZ", &tb);
+	snprintf(buf, size, "%s - %s", sa, sb);
+}
 
 int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34])
 {

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fxagent/profile.h"
 
@@ -179,27 +178,6 @@ static void write_shared(const struct merge *m, struct fx_json *j)
 	fx_json_object_end(j);
 }
 
-/* Seconds of @ms for gmtime_r(): a chunk's times are other hosts' numbers,
- * and a double past time_t's range does not convert (fuzz_view); such a time
- * shows as 1970. The last second of the year 9999 bounds it. */
-static time_t secs_of(double ms)
-{
-	return ms >= 0 && ms < 253402300800000.0 ? (time_t)(ms / 1000) : 0;
-}
-
-static void wallclock(double start_ms, double end_ms, char *buf, size_t size)
-{
-	time_t a = secs_of(start_ms), b = secs_of(end_ms);
-	struct tm ta, tb;
-	char sa[32], sb[16];
-
-	gmtime_r(&a, &ta);
-	gmtime_r(&b, &tb);
-	strftime(sa, sizeof(sa), "%Y-%m-%d %H:%M:%S", &ta);
-	strftime(sb, sizeof(sb), "%H:%M:%S", &tb);
-	snprintf(buf, size, "%s - %s UTC", sa, sb);
-}
-
 static void marker_data(const struct merge *m, const struct mmarker *mk, struct fx_json *j)
 {
 	char text[64];
@@ -207,7 +185,7 @@ static void marker_data(const struct merge *m, const struct mmarker *mk, struct 
 	fx_json_object_begin(j);
 	switch (mk->type) {
 	case MM_WINDOW:
-		wallclock(mk->start, mk->end, text, sizeof(text));
+		fx_profile_wallclock(mk->start, mk->end, text, sizeof(text));
 		fx_json_key_string(j, "type", FX_SCHEMA_RECORDING);
 		fx_json_key_string(j, "wallclock", text);
 		fx_json_key_string(j, "target", str(m, mk->target));

@@ -154,4 +154,11 @@ int fx_profile_write_file(const struct fx_profile_input *in, const char *path,
  * for len == 0. */
 int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34]);
 
+/* The text of an FxRecording marker, "2026-11-27T02:08:36Z - 02:08:46Z", for
+ * a window from @start_ms to @end_ms (Unix ms) into @buf (48 bytes hold it).
+ * Each end is rounded to the nearest second: a window that ends on a second
+ * may be a hair short of it in floating point. A time outside the years 1970
+ * to 9999 (another host's number, read by the view) shows as 1970. */
+void fx_profile_wallclock(double start_ms, double end_ms, char *buf, size_t size);
+
 #endif

@@ -334,6 +334,26 @@ static void test_breakpad_id(void **state)
 	assert_int_equal(fx_profile_breakpad_id(app_id, 0, out), -EINVAL);
 }
 
+/* The window's wall-clock text: both ends on the second they are nearest to,
+ * and a time no calendar date can hold (another host's chunk) as 1970. */
+static void test_wallclock(void **state)
+{
+	const double start = 1795230600000.0; /* 2026-11-21 03:10:00 UTC */
+	char out[48];
+
+	(void)state;
+	fx_profile_wallclock(start, start + 10000.0, out, sizeof(out));
+	assert_string_equal(out, "2026-11-21T03:10:00Z - 03:10:10Z");
+	fx_profile_wallclock(start - 0.0001, start + 9999.9999, out, sizeof(out));
+	assert_string_equal(out, "2026-11-21T03:10:00Z - 03:10:10Z");
+	fx_profile_wallclock(start + 400.0, start + 1600.0, out, sizeof(out));
+	assert_string_equal(out, "2026-11-21T03:10:00Z - 03:10:02Z");
+	fx_profile_wallclock(-1.0, 1e300, out, sizeof(out));
+	assert_string_equal(out, "1970-01-01T00:00:00Z - 00:00:00Z");
+	fx_profile_wallclock(253402300799000.0, 253402300799999.0, out, sizeof(out));
+	assert_string_equal(out, "9999-12-31T23:59:59Z - 00:00:00Z");
+}
+
 static void test_profile_tables(void **state)
 {
 	struct fixture *fx = *state;
@@ -642,6 +662,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_breakpad_id),
+		cmocka_unit_test(test_wallclock),
 		cmocka_unit_test_setup_teardown(test_profile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbols_shared_names, setup, teardown),
 		cmocka_unit_test(test_empty_window),
