@@ -304,18 +304,22 @@ static void table_begin(struct fx_json *j, const char *key, size_t length)
 	fx_json_key_int(j, "length", (int64_t)length);
 }
 
+/* A column under @key of the unsigned @value for i from 0 to @n - 1 (most
+ * columns are one field of each entry of a table). */
+#define UINT_COLUMN(j, key, n, value)                                                              \
+	do {                                                                                       \
+		fx_json_key_array(j, key);                                                         \
+		for (size_t i = 0; i < (n); i++)                                                   \
+			fx_json_uint(j, (value));                                                  \
+		fx_json_array_end(j);                                                              \
+	} while (0)
+
 static void write_resources(const struct tables *t, struct fx_json *j)
 {
 	table_begin(j, "resourceTable", t->nres);
-	fx_json_key_array(j, "name");
-	for (size_t i = 0; i < t->nres; i++)
-		fx_json_uint(j, t->res[i].name);
-	fx_json_array_end(j);
+	UINT_COLUMN(j, "name", t->nres, t->res[i].name);
 	fx_json_key_column(j, "host", t->nres, "null");
-	fx_json_key_array(j, "lib");
-	for (size_t i = 0; i < t->nres; i++)
-		fx_json_uint(j, t->res[i].lib);
-	fx_json_array_end(j);
+	UINT_COLUMN(j, "lib", t->nres, t->res[i].lib);
 	fx_json_key_column(j, "type", t->nres, "1");
 	fx_json_object_end(j);
 }
@@ -325,18 +329,9 @@ static void write_native_symbols(const struct tables *t, struct fx_json *j)
 	size_t n = t->nsym_keys.n;
 
 	table_begin(j, "nativeSymbols", n);
-	fx_json_key_array(j, "libIndex");
-	for (size_t i = 0; i < n; i++)
-		fx_json_uint(j, t->nsyms[i].lib);
-	fx_json_array_end(j);
-	fx_json_key_array(j, "address");
-	for (size_t i = 0; i < n; i++)
-		fx_json_uint(j, t->nsyms[i].addr);
-	fx_json_array_end(j);
-	fx_json_key_array(j, "name");
-	for (size_t i = 0; i < n; i++)
-		fx_json_uint(j, t->nsyms[i].name);
-	fx_json_array_end(j);
+	UINT_COLUMN(j, "libIndex", n, t->nsyms[i].lib);
+	UINT_COLUMN(j, "address", n, t->nsyms[i].addr);
+	UINT_COLUMN(j, "name", n, t->nsyms[i].name);
 	fx_json_key_array(j, "functionSize");
 	for (size_t i = 0; i < n; i++) {
 		if (t->nsyms[i].size)
@@ -353,10 +348,7 @@ static void write_funcs(const struct tables *t, struct fx_json *j)
 	size_t n = t->funcs.n;
 
 	table_begin(j, "funcTable", n);
-	fx_json_key_array(j, "name");
-	for (size_t i = 0; i < n; i++)
-		fx_json_uint(j, t->funcs.v[i].a);
-	fx_json_array_end(j);
+	UINT_COLUMN(j, "name", n, t->funcs.v[i].a);
 	fx_json_key_column(j, "isJS", n, "false");
 	fx_json_key_column(j, "relevantForJS", n, "false");
 	fx_json_key_array(j, "resource");
@@ -402,10 +394,7 @@ static void write_frames(const struct tables *t, struct fx_json *j)
 	}
 	fx_json_array_end(j);
 	fx_json_key_column(j, "subcategory", t->npframes, "0");
-	fx_json_key_array(j, "func");
-	for (size_t i = 0; i < t->npframes; i++)
-		fx_json_uint(j, t->pframe_func[i]);
-	fx_json_array_end(j);
+	UINT_COLUMN(j, "func", t->npframes, t->pframe_func[i]);
 	fx_json_key_array(j, "nativeSymbol");
 	for (size_t i = 0; i < nframes; i++) {
 		for (uint32_t k = 0; k < prof_level_count(in->frames[i].sym); k++) {
