@@ -192,6 +192,23 @@ int cfg_get_enum(struct ctx *x, const struct node *n, const char *path, const ch
 	return cfg_expected(x, n, path, what);
 }
 
+int cfg_get_word(struct ctx *x, const struct node *n, const char *path, const char *what,
+		 size_t min, size_t max, bool (*ok)(unsigned char c, size_t i), char **out)
+{
+	const char *s;
+	size_t len, i;
+	int r;
+
+	r = cfg_get_text(x, n, path, what, &s, &len);
+	if (r)
+		return r;
+	for (i = 0; i < len && ok((unsigned char)s[i], i); i++)
+		;
+	if (len < min || len > max || i < len)
+		return cfg_expected_str(x, n, path, what);
+	return cfg_set_str(x, out, s, len);
+}
+
 bool cfg_is_name_char(char ch)
 {
 	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
@@ -381,9 +398,62 @@ static const char *fmt_unit(uint64_t v, const struct unit *units, size_t nunits,
 	return buf;
 }
 
-static const char *fmt_duration(uint64_t ms, char *buf, size_t size)
+/* A number with a unit, and how its error message describes it. */
+struct quantity {
+	const struct unit *units;
+	size_t nunits;
+	uint64_t bare;	   /* what a number alone counts */
+	const char *noun;  /* "a duration" */
+	const char *zero;  /* a @min of 0 in the message */
+	const char *step;  /* a step of 1000 in the message, or NULL */
+	const char *forms; /* how it is written */
+};
+
+static const struct quantity durations = {
+	duration_units,
+	NUNITS(duration_units),
+	1000,
+	"a duration",
+	"0 (no limit)",
+	" in whole seconds",
+	"(a whole number of seconds, or with ms, s, m, h or d)",
+};
+static const struct quantity sizes = {
+	size_units,
+	NUNITS(size_units),
+	1,
+	"a size",
+	"0",
+	NULL,
+	"(a whole number of bytes, or with KiB, MiB, GiB or TiB)",
+};
+
+/* A @q from @min to @max and a multiple of @step, into *@out. */
+static int get_quantity(struct ctx *x, const struct node *n, const char *path,
+			const struct quantity *q, uint64_t min, uint64_t max, uint64_t step,
+			uint64_t *out)
 {
-	return fmt_unit(ms, duration_units, NUNITS(duration_units), buf, size);
+	char what[256], lo[32], hi[32];
+	uint64_t v;
+	int r;
+
+	r = cfg_check_node(x, n, path);
+	if (r)
+		return r;
+	if (!has_leading_zero(n) && parse_with_unit(n, q->units, q->nunits, q->bare, &v) &&
+	    v >= min && v <= max && v % step == 0) {
+		*out = v;
+		return 0;
+	}
+	snprintf(what, sizeof(what), "%s from %s to %s%s %s", q->noun,
+		 min ? fmt_unit(min, q->units, q->nunits, lo, sizeof(lo)) : q->zero,
+		 fmt_unit(max, q->units, q->nunits, hi, sizeof(hi)),
+		 step == 1000 && q->step ? q->step : "", q->forms);
+	if (has_leading_zero(n)) {
+		leading_zero(x, n, path, what);
+		return -EINVAL;
+	}
+	return cfg_expected(x, n, path, what);
 }
 
 /* A duration in milliseconds from @min to @max and a multiple of @step. A
@@ -391,55 +461,14 @@ static const char *fmt_duration(uint64_t ms, char *buf, size_t size)
 int cfg_get_duration(struct ctx *x, const struct node *n, const char *path, uint64_t min,
 		     uint64_t max, uint64_t step, uint64_t *out)
 {
-	char what[256], lo[32], hi[32];
-	uint64_t v;
-	int r;
-
-	r = cfg_check_node(x, n, path);
-	if (r)
-		return r;
-	if (!has_leading_zero(n) &&
-	    parse_with_unit(n, duration_units, NUNITS(duration_units), 1000, &v) && v >= min &&
-	    v <= max && v % step == 0) {
-		*out = v;
-		return 0;
-	}
-	snprintf(what, sizeof(what),
-		 "a duration from %s to %s%s (a whole number of seconds, or with ms, s, m, h or d)",
-		 min ? fmt_duration(min, lo, sizeof(lo)) : "0 (no limit)",
-		 fmt_duration(max, hi, sizeof(hi)), step == 1000 ? " in whole seconds" : "");
-	if (has_leading_zero(n)) {
-		leading_zero(x, n, path, what);
-		return -EINVAL;
-	}
-	return cfg_expected(x, n, path, what);
+	return get_quantity(x, n, path, &durations, min, max, step, out);
 }
 
 /* A size in bytes from @min to @max. */
 int cfg_get_size(struct ctx *x, const struct node *n, const char *path, uint64_t min, uint64_t max,
 		 uint64_t *out)
 {
-	char what[256], lo[32], hi[32];
-	uint64_t v;
-	int r;
-
-	r = cfg_check_node(x, n, path);
-	if (r)
-		return r;
-	if (!has_leading_zero(n) && parse_with_unit(n, size_units, NUNITS(size_units), 1, &v) &&
-	    v >= min && v <= max) {
-		*out = v;
-		return 0;
-	}
-	snprintf(what, sizeof(what),
-		 "a size from %s to %s (a whole number of bytes, or with KiB, MiB, GiB or TiB)",
-		 fmt_unit(min, size_units, NUNITS(size_units), lo, sizeof(lo)),
-		 fmt_unit(max, size_units, NUNITS(size_units), hi, sizeof(hi)));
-	if (has_leading_zero(n)) {
-		leading_zero(x, n, path, what);
-		return -EINVAL;
-	}
-	return cfg_expected(x, n, path, what);
+	return get_quantity(x, n, path, &sizes, min, max, 1, out);
 }
 
 /* Two durations in the wrong order: @n, at @path, should be at least (or at
@@ -450,7 +479,8 @@ int cfg_duration_order(struct ctx *x, const struct node *n, const char *path, bo
 	char buf[SHOW_BUF], val[32];
 
 	return fail(x, n, path, "expected a duration of at %s %s (%s), got %s",
-		    at_least ? "least" : "most", other, fmt_duration(other_ms, val, sizeof(val)),
+		    at_least ? "least" : "most", other,
+		    fmt_unit(other_ms, duration_units, NUNITS(duration_units), val, sizeof(val)),
 		    cfg_describe(n, false, buf, sizeof(buf)));
 }
 
