@@ -123,6 +123,10 @@ int cfg_get_text(struct ctx *x, const struct node *n, const char *path, const ch
 /* One of @names (@count of them); its index in *@idx. */
 int cfg_get_enum(struct ctx *x, const struct node *n, const char *path, const char *what,
 		 const char *const *names, size_t count, size_t *idx);
+/* A string of @min to @max bytes whose bytes all pass @ok (given the byte
+ * and its index), copied into *@out (whose old value is freed). */
+int cfg_get_word(struct ctx *x, const struct node *n, const char *path, const char *what,
+		 size_t min, size_t max, bool (*ok)(unsigned char c, size_t i), char **out);
 bool cfg_is_name_char(char ch);
 /* [A-Za-z0-9_.-]{1,@max}: target names and label keys. */
 bool cfg_is_name(const char *s, size_t len, size_t max);

@@ -305,24 +305,6 @@ static int get_timeouts(struct ctx *x, const struct node *const *v)
 	return r;
 }
 
-/* A string of @min to @max bytes whose bytes all pass @ok, into *@out. */
-static int get_word(struct ctx *x, const struct node *n, const char *path, const char *what,
-		    size_t min, size_t max, bool (*ok)(unsigned char c, size_t i), char **out)
-{
-	const char *s;
-	size_t len, i;
-	int r;
-
-	r = cfg_get_text(x, n, path, what, &s, &len);
-	if (r)
-		return r;
-	for (i = 0; i < len && ok((unsigned char)s[i], i); i++)
-		;
-	if (len < min || len > max || i < len)
-		return cfg_expected_str(x, n, path, what);
-	return cfg_set_str(x, out, s, len);
-}
-
 /* S3's rules for a bucket's name (3-63 of a-z 0-9 . -, a letter or digit
  * first); the rest of them (last, "..") the store checks. */
 static bool bucket_char(unsigned char c, size_t i)
@@ -397,20 +379,20 @@ static int get_s3(struct ctx *x, const struct node *n)
 				    ? "region, the bucket's region (us-east-1 for most stores but "
 				      "AWS)"
 				    : "bucket, the bucket to write to");
-	r = get_word(x, v[BUCKET], "upload.s3.bucket",
-		     "a bucket's name: 3 to 63 of a-z 0-9 . -, a letter or digit first", 3, 63,
-		     bucket_char, &c->upload.s3.bucket);
+	r = cfg_get_word(x, v[BUCKET], "upload.s3.bucket",
+			 "a bucket's name: 3 to 63 of a-z 0-9 . -, a letter or digit first", 3, 63,
+			 bucket_char, &c->upload.s3.bucket);
 	if (!r)
-		r = get_word(x, v[REGION], "upload.s3.region",
-			     "a region such as eu-west-1 (a-z 0-9 -, up to 32)", 1, 32, region_char,
-			     &c->upload.s3.region);
+		r = cfg_get_word(x, v[REGION], "upload.s3.region",
+				 "a region such as eu-west-1 (a-z 0-9 -, up to 32)", 1, 32,
+				 region_char, &c->upload.s3.region);
 	if (!r && v[ENDPOINT])
 		r = get_endpoint(x, v[ENDPOINT], &c->upload.s3.endpoint);
 	if (!r && v[PREFIX])
-		r = get_word(x, v[PREFIX], "upload.s3.prefix",
-			     "a key prefix of up to 512 printable characters, no space, not "
-			     "starting with '/' (such as fleet/)",
-			     0, 512, prefix_char, &c->upload.s3.prefix);
+		r = cfg_get_word(x, v[PREFIX], "upload.s3.prefix",
+				 "a key prefix of up to 512 printable characters, no space, not "
+				 "starting with '/' (such as fleet/)",
+				 0, 512, prefix_char, &c->upload.s3.prefix);
 	for (size_t i = ID_FILE; !r && i <= SECRET_FILE; i++) {
 		if (!v[i])
 			continue;
@@ -427,9 +409,9 @@ static int get_s3(struct ctx *x, const struct node *n)
 		r = cfg_get_bool(x, v[PATH_STYLE], "upload.s3.path_style",
 				 &c->upload.s3.path_style);
 	if (!r && v[CLASS])
-		r = get_word(x, v[CLASS], "upload.s3.storage_class",
-			     "a storage class such as STANDARD_IA (A-Z _)", 1, 32, class_char,
-			     &c->upload.s3.storage_class);
+		r = cfg_get_word(x, v[CLASS], "upload.s3.storage_class",
+				 "a storage class such as STANDARD_IA (A-Z _)", 1, 32, class_char,
+				 &c->upload.s3.storage_class);
 	return r;
 }
 

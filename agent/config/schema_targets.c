@@ -107,6 +107,12 @@ int cfg_get_labels(struct ctx *x, const struct node *n, const char *path, struct
 	return 0;
 }
 
+/* A unit name's bytes; systemd escapes others as "\x2d". */
+static bool unit_char(unsigned char c, size_t i)
+{
+	return (cfg_is_name_char((char)c) && (i || c != '.')) || c == ':' || c == '@' || c == '\\';
+}
+
 /* Unit names as systemctl takes them: "nginx" is short for "nginx.service". */
 static int get_unit(struct ctx *x, const struct node *n, const char *path, char **out)
 {
@@ -114,34 +120,33 @@ static int get_unit(struct ctx *x, const struct node *n, const char *path, char 
 						".automount", ".swap",	 ".target", ".path",
 						".timer",     ".slice",	 ".scope" };
 	const char *what = "a systemd unit name such as nginx.service";
-	bool suffixed = false;
-	const char *s;
-	size_t len, i;
+	char *name = NULL, *full;
+	size_t len;
 	int r;
 
-	r = cfg_get_text(x, n, path, what, &s, &len);
+	r = cfg_get_word(x, n, path, what, 1, UNIT_NAME_MAX, unit_char, &name);
 	if (r)
 		return r;
-	for (i = 0; i < len; i++) {
-		char ch = s[i];
-
-		if (!cfg_is_name_char(ch) && ch != ':' && ch != '@' && ch != '\\')
-			return cfg_expected_str(x, n, path, what);
-	}
-	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+	len = strlen(name);
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
 		size_t sl = strlen(suffixes[i]);
 
-		if (len > sl && !memcmp(s + len - sl, suffixes[i], sl))
-			suffixed = true;
+		if (len > sl && !memcmp(name + len - sl, suffixes[i], sl)) {
+			*out = name;
+			return 0;
+		}
 	}
-	if (!len || len + (suffixed ? 0 : strlen(".service")) > UNIT_NAME_MAX || s[0] == '.')
+	if (len + strlen(".service") > UNIT_NAME_MAX) {
+		free(name);
 		return cfg_expected_str(x, n, path, what);
-	*out = malloc(len + sizeof(".service"));
-	if (!*out)
+	}
+	full = realloc(name, len + sizeof(".service"));
+	if (!full) {
+		free(name);
 		return cfg_nomem(x);
-	memcpy(*out, s, len);
-	memcpy(*out + len, ".service", suffixed ? 0 : strlen(".service"));
-	(*out)[len + (suffixed ? 0 : strlen(".service"))] = '\0';
+	}
+	memcpy(full + len, ".service", sizeof(".service"));
+	*out = full;
 	return 0;
 }
 

@@ -414,6 +414,36 @@ static char *gen_long_value(void)
 	return repeat("labels:\n  k: \"x", "\xc3\xa9", 128, "\"\n");
 }
 
+/* Unit names at systemd's limit of 255 bytes: 247 take ".service" and fit,
+ * 248 would not; a name with its own suffix may use all 255. */
+static char *gen_unit_247(void)
+{
+	char *a = repeat("", "x", 247, ""), *b = repeat("", "y", 249, ".slice"), *s;
+	size_t cap = strlen(a) + strlen(b) + 128;
+
+	s = malloc(cap);
+	assert_non_null(s);
+	snprintf(s, cap,
+		 "targets:\n  - {name: a, systemd_unit: %s}\n  - {name: b, systemd_unit: %s}\n", a,
+		 b);
+	free(a);
+	free(b);
+	return s;
+}
+
+static char *gen_unit_248(void)
+{
+	return repeat("targets:\n  - {name: a, systemd_unit: ", "x", 248, "}\n");
+}
+
+static void check_unit_247(const struct fx_config *c)
+{
+	assert_int_equal(c->ntargets, 2);
+	assert_int_equal(strlen(c->targets[0].value), 255);
+	assert_string_equal(c->targets[0].value + 247, ".service");
+	assert_int_equal(strlen(c->targets[1].value), 255);
+}
+
 static char *gen_billion_laughs(void)
 {
 	return repeat("a: &a [x, x, x, x, x, x, x, x, x, x]\n", "l#: &l# [*a, *a, *a, *a, *a]\n", 9,
@@ -776,6 +806,18 @@ static const struct tcase cases[] = {
 	  NULL, NULL, -EINVAL,
 	  ":2:24: targets[0].process: expected a process name (comm or executable base name, 1 to "
 	  "255 bytes, no /), got \"/usr/bin/foo\"",
+	  NULL },
+	{ "unit names of 255 bytes, one with .service added", NULL, 0, gen_unit_247, NULL, 0, NULL,
+	  check_unit_247 },
+	{ "a unit name that .service would take past 255 bytes", NULL, 0, gen_unit_248, NULL,
+	  -EINVAL,
+	  ":2:29: targets[0].systemd_unit: expected a systemd unit name such as nginx.service, got "
+	  "\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\"",
+	  NULL },
+	{ "a unit name starting with a dot", "targets:\n  - {name: a, systemd_unit: .service}\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":2:29: targets[0].systemd_unit: expected a systemd unit name such as nginx.service, got "
+	  "\".service\"",
 	  NULL },
 	{ "a bad unit name", "targets:\n  - {name: a, systemd_unit: \"ng inx\"}\n", 0, NULL, NULL,
 	  -EINVAL,
