@@ -548,6 +548,8 @@ void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out)
 	/* The publisher thread counts these while the sampling thread reads. */
 	out->chunks = __atomic_load_n(&p->stats.chunks, __ATOMIC_RELAXED);
 	out->chunk_errors = __atomic_load_n(&p->stats.chunk_errors, __ATOMIC_RELAXED);
+	out->idle = p->rec.counters.idle;
+	out->filtered = p->rec.counters.filtered;
 }
 
 const struct fx_unwinder *fx_pipeline_unwinder(const struct fx_pipeline *p)

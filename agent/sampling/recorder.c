@@ -63,7 +63,10 @@ static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 	if (r->sink.before_sample)
 		r->sink.before_sample(r->sink.ctx, s.time);
 	if (!wanted(r, s.pid)) {
-		r->counters.filtered++;
+		if (s.pid)
+			r->counters.filtered++;
+		else
+			r->counters.idle++;
 		return;
 	}
 	if (s.pid) {

@@ -61,6 +61,9 @@ struct fx_pipeline_stats {
 	uint64_t chunk_errors; /* chunks that could not be written */
 	uint64_t samples;
 	uint64_t lost;
+	/* Samples left out: of the idle task (sampling.include_idle), and of
+	 * processes not asked for (--pid, targets). */
+	uint64_t idle, filtered;
 	/* Window ends passed while the publisher was behind: each made the open
 	 * window one window longer. */
 	uint64_t stretched;

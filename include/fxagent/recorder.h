@@ -50,7 +50,8 @@ struct fx_recorder_sink {
 
 struct fx_recorder_counters {
 	uint64_t bad_records; /* records that failed to decode */
-	uint64_t filtered;    /* samples of processes not asked for, or idle */
+	uint64_t filtered;    /* samples of processes not asked for */
+	uint64_t idle;	      /* samples of the idle task left out (include_idle) */
 	uint64_t lost_events; /* LOST / LOST_SAMPLES records */
 };
 
