@@ -349,27 +349,22 @@ static const struct unit size_units[] = {
 #define NUNITS(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Digits and one of @units right after them ("10s", "256MiB"), or digits
- * alone counting as @bare each when the scalar is plain (a quoted "10" is a
- * mistake, as for every other number). Overflow fails: such a value is out of
- * every range anyway. */
-static bool parse_with_unit(const struct node *n, const struct unit *units, size_t nunits,
-			    uint64_t bare, uint64_t *out)
+ * alone counting as @bare each. Overflow fails: such a value is out of every
+ * range anyway. */
+static bool parse_units(const char *s, size_t len, const struct unit *units, size_t nunits,
+			uint64_t bare, uint64_t *out)
 {
 	uint64_t v, mul = bare;
 	size_t d = 0, i;
 
-	if (n->type != N_SCALAR || cfg_is_null(n))
-		return false;
-	while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9')
+	while (d < len && s[d] >= '0' && s[d] <= '9')
 		d++;
-	if (!parse_u64(n->str, d, &v))
+	if (!parse_u64(s, d, &v))
 		return false;
-	if (d == n->len && !n->plain)
-		return false;
-	if (d < n->len) {
+	if (d < len) {
 		for (i = 0; i < nunits; i++)
-			if (n->len - d == strlen(units[i].name) &&
-			    !memcmp(n->str + d, units[i].name, n->len - d))
+			if (len - d == strlen(units[i].name) &&
+			    !memcmp(s + d, units[i].name, len - d))
 				break;
 		if (i == nunits)
 			return false;
@@ -379,6 +374,29 @@ static bool parse_with_unit(const struct node *n, const struct unit *units, size
 		return false;
 	*out = v * mul;
 	return true;
+}
+
+/* parse_units() of a scalar; digits alone only when the scalar is plain (a
+ * quoted "10" is a mistake, as for every other number). */
+static bool parse_with_unit(const struct node *n, const struct unit *units, size_t nunits,
+			    uint64_t bare, uint64_t *out)
+{
+	size_t d = 0;
+
+	if (n->type != N_SCALAR || cfg_is_null(n))
+		return false;
+	while (d < n->len && n->str[d] >= '0' && n->str[d] <= '9')
+		d++;
+	if (d == n->len && !n->plain)
+		return false;
+	return parse_units(n->str, n->len, units, nunits, bare, out);
+}
+
+int fx_config_parse_duration(const char *s, uint64_t *ms)
+{
+	return parse_units(s, strlen(s), duration_units, NUNITS(duration_units), 1000, ms)
+		       ? 0
+		       : -EINVAL;
 }
 
 /* @v in the largest unit that divides it ("10m", "1TiB"); bytes without a unit. */

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fxagent/atomic_file.h"
+#include "fxagent/config.h"
 #include "fxagent/gzip.h"
 #include "fxagent/log.h"
 #include "fxagent/serve.h"
@@ -84,7 +86,7 @@ static void usage(FILE *f)
 		"  -t, --target=NAME    chunks of this target (repeatable: any of them)\n"
 		"  -H, --host=NAME      chunks of this host (repeatable: any of them)\n"
 		"  -l, --label=KEY=VALUE  chunks with this label (repeatable: all of them)\n"
-		"      --since=DURATION the last 30m, 1h, 2d\n"
+		"      --since=DURATION the last 30m, 1h, 2d (whole numbers, as everywhere)\n"
 		"      --from=TIME      from TIME: RFC 3339 (2026-11-25T12:00:00Z) or epoch "
 		"seconds\n"
 		"      --to=TIME        up to TIME\n"
@@ -93,7 +95,8 @@ static void usage(FILE *f)
 		"                       processes (per host and process) or all (per host)\n"
 		"      --bucket=DURATION  fold samples of one stack in each DURATION into one\n"
 		"                       weighted sample (shares stay exact)\n"
-		"      --max-samples=N  fold by itself above N samples (default %d)\n"
+		"      --max-samples=N  fold by itself above N samples, 1000 to 1000000000\n"
+		"                       (default %d)\n"
 		"Names for frames the chunks left unnamed (\"lib.so+0x1a2b0\"), by build-id:\n"
 		"      --debug-dir=DIR  debug files under DIR/.build-id/ (repeatable)\n"
 		"      --debuginfod=URL from this debuginfod server (repeatable; cached as\n"
@@ -119,29 +122,6 @@ static void usage(FILE *f)
 }
 
 /* ---- option values ---- */
-
-/* "500ms", "90s", "30m", "1h", "2d" or seconds, in ms; -1 if bad. */
-static double parse_duration_ms(const char *s)
-{
-	static const struct {
-		const char *unit;
-		double ms;
-	} units[] = { { "ms", 1 },   { "s", 1000 },   { "", 1000 },
-		      { "m", 60e3 }, { "h", 3600e3 }, { "d", 86400e3 } };
-	char *end;
-	double v;
-
-	if (!s[0] || s[0] == '-' || s[0] == '+' || s[0] == ' ')
-		return -1;
-	v = strtod(s, &end);
-	if (end == s || !(v > 0) || !isfinite(v))
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (!strcmp(end, units[i].unit))
-			return v * units[i].ms;
-	}
-	return -1;
-}
 
 /* RFC 3339 (2026-11-25T12:00:00Z, fractions and +01:00 allowed, a space for
  * the T) or epoch seconds, in Unix epoch ms; NAN if bad. */
@@ -231,6 +211,8 @@ static int add_debuginfod(struct view_opts *o, const char *url)
 
 static int view_option(int c, const char *arg, struct view_opts *o)
 {
+	struct stat st;
+	uint64_t ms;
 	double v;
 
 	switch (c) {
@@ -243,10 +225,9 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 			return bad_option("--label", arg, "KEY=VALUE");
 		return add_filter(o->labels, &o->nlabels, arg, "--label");
 	case OPT_SINCE:
-		v = parse_duration_ms(arg);
-		if (v < 0)
-			return bad_option("--since", arg, "a duration such as 30m, 1h or 2d");
-		o->from = (double)fx_now_ns(CLOCK_REALTIME) / 1e6 - v;
+		if (fx_config_parse_duration(arg, &ms) < 0 || !ms)
+			return bad_option("--since", arg, "a duration: " FX_DURATION_FORMS);
+		o->from = (double)fx_now_ns(CLOCK_REALTIME) / 1e6 - (double)ms;
 		return 0;
 	case OPT_FROM:
 	case OPT_TO:
@@ -267,13 +248,14 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 			return bad_option("--merge", arg, "threads, processes or all");
 		return 0;
 	case OPT_BUCKET:
-		o->bucket_ms = parse_duration_ms(arg);
-		if (o->bucket_ms < 1)
-			return bad_option("--bucket", arg, "a duration of 1ms or more, such as 1s");
+		if (fx_config_parse_duration(arg, &ms) < 0 || !ms)
+			return bad_option("--bucket", arg,
+					  "a duration of 1ms or more: " FX_DURATION_FORMS);
+		o->bucket_ms = (double)ms;
 		return 0;
 	case OPT_DEBUG_DIR:
-		if (arg[0] != '/')
-			return bad_option("--debug-dir", arg, "an absolute path");
+		if (arg[0] != '/' || stat(arg, &st) < 0 || !S_ISDIR(st.st_mode))
+			return bad_option("--debug-dir", arg, "the absolute path of a directory");
 		return add_filter(o->debug_dirs, &o->ndebug_dirs, arg, "--debug-dir");
 	case OPT_DEBUGINFOD:
 		return add_debuginfod(o, arg);

@@ -150,6 +150,12 @@ int fx_config_check_files(const struct fx_config *c, char *err, size_t errlen);
 
 void fx_config_release(struct fx_config *c);
 
+/* A duration as every flag and key takes it: a whole number with ms, s, m,
+ * h or d, or a whole number of seconds ("500ms", "10s", "2d", "90"); no
+ * decimals, signs or spaces. Into *@ms; returns 0 or -EINVAL. */
+#define FX_DURATION_FORMS "a whole number with ms, s, m, h or d, such as 500ms, 10s, 2m"
+int fx_config_parse_duration(const char *s, uint64_t *ms);
+
 /* The value of label @key, or NULL. */
 const char *fx_config_label(const struct fx_config *c, const char *key);
 
