@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,7 +47,8 @@ struct options {
 	enum fx_unwind_mode unwind;
 	enum fx_dwunwind_engine engine;
 	uint32_t stack_bytes;
-	bool verbose;
+	unsigned verbose;   /* -v: a line per window; -vv: debug */
+	bool set_duration;  /* -d given */
 	bool serve;	    /* --once --serve[=ADDR:PORT]: then serve the profile */
 	const char *listen; /* its ADDR:PORT, NULL for the default */
 	bool open;	    /* --open: and open it in the browser */
@@ -90,7 +92,8 @@ static void usage(FILE *f)
 		"                       whether it accepts the credentials (exit 3 if not)\n"
 		"      --output-dir=DIR where the agent writes chunks (output.directory)\n"
 		"      --window=SECONDS window length, 1-3600 (window.seconds)\n"
-		"  --once               record once and write one profile, then exit\n"
+		"  --once               record once and write one profile, then exit;\n"
+		"                       -d, -o, -p and --serve imply it\n"
 		"  -d, --duration=TIME  how long to record: 500ms, 10s, 2m (default 10s)\n"
 		"  -F, --frequency=HZ   samples per second per CPU, 1-10000 (default 99)\n"
 		"  -o, --output=FILE    where to write the profile, - for stdout\n"
@@ -104,44 +107,17 @@ static void usage(FILE *f)
 		"                       .eh_frame, libdwfl where they cannot), fp (frame\n"
 		"                       pointers), libdwfl (libdwfl only), check (both,\n"
 		"                       compared; -v prints how many frames agree)\n"
+		"      --stack-bytes=N  user stack copied per sample for dwarf: a multiple\n"
+		"                       of 8 from 1024 to 32768 (default 16384)\n"
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
 		"      --check-names    judge every name given against a reading of its\n"
 		"                       object of its own (slow; -v prints the count)\n"
-		"  -v, --verbose        log more\n"
+		"  -v, --verbose        log more: a line per window (-vv: debug)\n"
 		"  -h, --help           show this help and exit\n"
 		"  -V, --version        show the version and exit\n"
 		"\n"
 		"Ctrl-C ends the recording early; the profile is still written.\n"
 		"Exit status: 0 written, 1 runtime failure, 2 usage error.\n");
-}
-
-/* Parses "500ms", "10s", "2m", "1h" or a bare number of seconds. */
-static int parse_duration(const char *s, uint64_t *ms)
-{
-	unsigned long long v;
-	char *end;
-	uint64_t mul;
-
-	if (!s[0] || s[0] == '-' || s[0] == '+')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (end == s || errno)
-		return -EINVAL;
-	if (!strcmp(end, "ms"))
-		mul = 1;
-	else if (!strcmp(end, "s") || !*end)
-		mul = 1000;
-	else if (!strcmp(end, "m"))
-		mul = 60 * 1000;
-	else if (!strcmp(end, "h"))
-		mul = 3600 * 1000;
-	else
-		return -EINVAL;
-	if (v == 0 || v > UINT64_MAX / mul / 1000000)
-		return -ERANGE;
-	*ms = v * mul;
-	return 0;
 }
 
 static int parse_uint(const char *s, unsigned long long min, unsigned long long max,
@@ -264,16 +240,17 @@ static int mode_option(int c, const char *arg, struct options *o)
 		o->window_seconds = (unsigned)v;
 		return 0;
 	case 'd':
-		if (parse_duration(arg, &o->duration_ms) < 0)
-			return bad_value("duration", arg,
-					 "a positive number with ms, s, m or h, e.g. 500ms, "
-					 "10s, 2m");
+		/* A day at most: a snapshot keeps its window in memory. */
+		if (fx_config_parse_duration(arg, &o->duration_ms) < 0 || !o->duration_ms ||
+		    o->duration_ms > 86400000)
+			return bad_value("duration", arg, "from 1ms to 1d: " FX_DURATION_FORMS);
+		o->set_duration = true;
 		return 0;
 	case 'o':
 		o->output = arg;
 		return 0;
 	case 'v':
-		o->verbose = true;
+		o->verbose++;
 		return 0;
 	case OPT_SERVE:
 		o->serve = true;
@@ -285,6 +262,52 @@ static int mode_option(int c, const char *arg, struct options *o)
 	default:
 		return 1;
 	}
+}
+
+/* Says, as a usage error, that @flag does not go with @mode. Returns -EINVAL. */
+static int not_with(const char *flag, const char *mode, const char *hint)
+{
+	fprintf(stderr, "fxagent: %s does not go with %s: %s\n", flag, mode, hint);
+	return -EINVAL;
+}
+
+/* Says, as a usage error, that @flag needs @other. Returns -EINVAL. */
+static int needs(const char *flag, const char *other, const char *hint)
+{
+	fprintf(stderr, "fxagent: %s needs %s: %s\n", flag, other, hint);
+	return -EINVAL;
+}
+
+/* The flags of a snapshot say that one is wanted: they imply --once. The
+ * agent's own flags then, or any recording with --check-config, would be
+ * ignored without a word: refused instead. */
+static int check_modes(struct options *o)
+{
+	const char *snapshot = o->set_duration ? "--duration"
+			       : o->output     ? "--output"
+			       : o->npids      ? "--pid"
+			       : o->serve      ? "--serve"
+			       : o->open       ? "--open"
+			       : o->once       ? "--once"
+					       : NULL;
+
+	if (o->check_config && snapshot)
+		return not_with(snapshot, "--check-config",
+				"it checks a config and exits without recording");
+	if (o->check_upload && !o->check_config)
+		return needs("--check-upload", "--check-config",
+			     "it asks the store when the config is checked");
+	if (snapshot)
+		o->once = true;
+	if (o->once && (o->window_seconds || o->output_dir))
+		return not_with(o->window_seconds ? "--window" : "--output-dir", snapshot,
+				"a snapshot is one profile (-o FILE); windows and chunks are "
+				"the agent's (leave out the snapshot flags)");
+	if (o->open && !o->serve)
+		return needs("--open", "--serve", "it opens the served profile in a browser");
+	if (o->serve && o->output && !strcmp(o->output, "-"))
+		return not_with("--serve", "--output -", "it serves a profile file");
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct options *o)
@@ -354,12 +377,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		fprintf(stderr, "fxagent: unexpected argument '%s'\n", argv[optind]);
 		return -EINVAL;
 	}
-	if ((o->serve || o->open) && (!o->once || (o->output && !strcmp(o->output, "-")))) {
-		fprintf(stderr, "fxagent: --serve and --open go with --once and a profile file "
-				"(for chunks: fxagent view)\n");
-		return -EINVAL;
-	}
-	return 0;
+	return check_modes(o);
 }
 
 /* The config: the file given, else the default file if there is one, else
@@ -408,8 +426,8 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		free(cfg->output.directory);
 		cfg->output.directory = dir;
 	}
-	if (o->verbose)
-		cfg->log.level = FX_LOG_DEBUG;
+	if (o->verbose && cfg->log.level < (o->verbose > 1 ? FX_LOG_DEBUG : FX_LOG_INFO))
+		cfg->log.level = o->verbose > 1 ? FX_LOG_DEBUG : FX_LOG_INFO;
 	if ((!o->once || o->check_config) && fx_config_check_files(cfg, err, sizeof(err)) < 0) {
 		fx_log(FX_LOG_ERR, "%s", err);
 		fx_config_release(cfg);
@@ -513,17 +531,81 @@ static void say_names(const struct fx_pipeline_stats *ps)
 		       n->wrong, n->checked, n->unnamed);
 }
 
-static void print_stats(struct fx_pipeline *p, uint64_t rec_ns, uint64_t cpu_rec, uint64_t write_ns)
+/* Whether process @pid has exited: gone, or a zombie its parent has not
+ * reaped yet. */
+static bool pid_exited(uint32_t pid)
+{
+	char path[32], buf[256];
+	const char *paren;
+	FILE *f;
+	bool zombie = false;
+
+	if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+		return true;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	/* "pid (comm) S ...": the comm may hold spaces and parentheses. */
+	if (fgets(buf, sizeof(buf), f) && (paren = strrchr(buf, ')')) && paren[1] == ' ')
+		zombie = paren[2] == 'Z' || paren[2] == 'X';
+	fclose(f);
+	return zombie;
+}
+
+/* A recording with almost no samples (under a tenth of one busy CPU's):
+ * why, so that an empty profile is not taken for a broken agent. */
+static void say_few_samples(const struct options *o, const struct fx_pipeline_stats *ps,
+			    uint64_t rec_ns)
+{
+	uint64_t busy = rec_ns / 1000000 * o->cfg->sampling.frequency / 1000;
+	char why[512] = "";
+	size_t n = 0;
+
+	if (ps->samples * 10 >= busy)
+		return;
+	for (size_t i = 0; i < o->npids && n < sizeof(why); i++)
+		if (pid_exited(o->pids[i]))
+			n += (size_t)snprintf(why + n, sizeof(why) - n, "%spid %u exited",
+					      n ? ", " : "", o->pids[i]);
+	if (!n && o->npids)
+		n = (size_t)snprintf(why, sizeof(why), "the processes of --pid used little CPU");
+	if (!n && ps->idle)
+		n = (size_t)snprintf(why, sizeof(why),
+				     "the CPUs were idle: %" PRIu64
+				     " samples of the idle task were "
+				     "left out (--include-idle keeps them)",
+				     ps->idle);
+	if (!n)
+		snprintf(why, sizeof(why), "little ran on the CPUs");
+	fx_log(FX_LOG_WARN,
+	       "only %" PRIu64 " samples in %.1f s (one busy CPU gives %" PRIu64 "): %s",
+	       ps->samples, (double)rec_ns / 1e9, busy, why);
+}
+
+static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t rec_ns,
+			uint64_t cpu_rec, uint64_t write_ns)
 {
 	const struct fx_unwinder *uw = fx_pipeline_unwinder(p);
 	struct fx_pipeline_stats ps;
 
 	fx_pipeline_get_stats(p, &ps);
 	if (progress)
-		fprintf(stderr,
-			"\rwrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
-			" bytes\033[K\n",
-			ps.last_path, ps.last_samples, ps.last_threads, ps.last_bytes);
+		fputs("\r\033[K", stderr);
+	/* Always said: a script's log shows what the snapshot became. */
+	if (o->output)
+		fx_log(FX_LOG_NOTICE,
+		       "wrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64 " bytes",
+		       o->output, ps.last_samples, ps.last_threads, ps.last_bytes);
+	else
+		fx_log(FX_LOG_NOTICE,
+		       "uploaded to %s%s%s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
+		       " bytes",
+		       o->cfg->upload.s3.bucket ? "s3://" : "",
+		       o->cfg->upload.s3.bucket ? o->cfg->upload.s3.bucket : o->cfg->upload.url,
+		       o->cfg->upload.s3.bucket ? "/" : "", ps.last_samples, ps.last_threads,
+		       ps.last_bytes);
+	say_few_samples(o, &ps, rec_ns);
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
 		"symbolize+write %.1f ms, %" PRIu64
 		" samples, %zu frames, %zu stacks, %zu objects, peak rss %.1f MiB",
@@ -593,6 +675,49 @@ static int sample_for(struct fx_pipeline *p, uint64_t duration_ms)
 	return ret < 0 ? ret : 0;
 }
 
+/* --once: what would make the recording useless, found before it starts: a
+ * pid that is not there (a usage error: -EINVAL), an output file that cannot
+ * be made (-EIO, as a failure to write it later would be). Said. */
+static int check_snapshot(const struct options *o)
+{
+	char dir[PATH_MAX];
+	struct stat st;
+	const char *slash;
+
+	for (size_t i = 0; i < o->npids; i++) {
+		if (pid_exited(o->pids[i])) {
+			fx_log(FX_LOG_ERR, "--pid %u: no such process", o->pids[i]);
+			return -EINVAL;
+		}
+	}
+	if (!o->output || !strcmp(o->output, "-"))
+		return 0;
+	if (stat(o->output, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fx_log(FX_LOG_ERR, "--output %s is a directory; give a file in it, such as %s/%s",
+		       o->output, o->output, "profile.json.gz");
+		return -EIO;
+	}
+	slash = strrchr(o->output, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s",
+			 slash == o->output ? 1 : (int)(slash - o->output), o->output);
+	if (stat(dir, &st) < 0) {
+		fx_log_errno(FX_LOG_ERR, errno, "--output %s: its directory %s", o->output, dir);
+		return -EIO;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fx_log(FX_LOG_ERR, "--output %s: %s is not a directory", o->output, dir);
+		return -EIO;
+	}
+	if (access(dir, W_OK | X_OK) < 0) {
+		fx_log_errno(FX_LOG_ERR, errno, "--output %s: cannot write in %s", o->output, dir);
+		return -EIO;
+	}
+	return 0;
+}
+
 /* --once: a driver of the pipeline with one window, written on this thread
  * once sampling has stopped. */
 static int record_once(const struct options *o, char *written, size_t written_size)
@@ -639,8 +764,12 @@ static int record_once(const struct options *o, char *written, size_t written_si
 		fx_pipeline_get_stats(p, &ps);
 		ret = wait_upload(p, o, ps.last_path);
 	}
-	if (ret == 0)
-		print_stats(p, rec_ns, cpu_rec, fx_now_ns(CLOCK_MONOTONIC) - write_start);
+	if (ret == 0) {
+		struct options shown = *o;
+
+		shown.output = po.output;
+		print_stats(p, &shown, rec_ns, cpu_rec, fx_now_ns(CLOCK_MONOTONIC) - write_start);
+	}
 	if (ret == 0 && po.output)
 		snprintf(written, written_size, "%s", po.output);
 out:
@@ -653,8 +782,9 @@ out:
 /* --check-config: the perf rings the config maps on this machine and the
  * memory they lock, as this user with this process's limits (the service's
  * ExecReload runs it so): a plan the kernel would refuse fails the check,
- * since the agent would not start with it. Returns 0 or -EPERM (said). */
-static int check_rings(const struct fx_config *cfg, const char *name)
+ * since the agent would not start with it. Prints "NAME: ok" if @say_ok and
+ * it is. Returns 0 or -EPERM (said). */
+static int check_rings(const struct fx_config *cfg, const char *name, bool say_ok)
 {
 	struct fx_ringplan plan;
 	char msg[2048];
@@ -665,7 +795,8 @@ static int check_rings(const struct fx_config *cfg, const char *name)
 		fx_log(FX_LOG_ERR, "%s: %s", name, nl ? nl + 1 : msg);
 		return ret;
 	}
-	printf("%s: ok\n", name);
+	if (say_ok)
+		printf("%s: ok\n", name);
 	if (ret < 0)
 		fx_log_errno(FX_LOG_WARN, -ret, "cannot plan the perf rings, ignoring");
 	else
@@ -718,19 +849,20 @@ int main(int argc, char **argv)
 	if (load_config(&o, &cfg) < 0)
 		return EXIT_USAGE;
 	if (o.check_config) {
-		ret = check_rings(&cfg, o.config ? o.config : "defaults");
-		if (ret == 0 && o.check_upload)
+		const char *name = o.config ? o.config : "defaults";
+
+		/* With --check-upload, ok only once the store said so too. */
+		ret = check_rings(&cfg, name, !o.check_upload);
+		if (ret == 0 && o.check_upload) {
 			ret = check_upload(&cfg);
+			if (ret == 0)
+				printf("%s: ok\n", name);
+		}
 		fx_config_release(&cfg);
 		return ret == -EACCES || ret == -ENOENT || ret == -EXDEV || ret == -EIO
 			       ? EXIT_UPLOAD
 		       : ret < 0 ? EXIT_USAGE
 				 : 0;
-	}
-	if (o.check_upload) {
-		fx_log(FX_LOG_ERR, "--check-upload goes with --check-config");
-		fx_config_release(&cfg);
-		return EXIT_USAGE;
 	}
 	fx_log_set_level((enum fx_log_level)cfg.log.level);
 	/* What --once samples is what the config says, flags included. */
@@ -745,6 +877,11 @@ int main(int argc, char **argv)
 		progress = isatty(STDERR_FILENO);
 		char written[4096] = "";
 
+		ret = check_snapshot(&o);
+		if (ret < 0) {
+			fx_config_release(&cfg);
+			return ret == -EINVAL ? EXIT_USAGE : 1;
+		}
 		ret = record_once(&o, written, sizeof(written)) < 0 ? 1 : 0;
 		/* samply's flow: record, then look at it in the profiler. */
 		if (ret == 0 && o.serve && written[0])

@@ -54,7 +54,13 @@ struct publisher {
 	uint64_t ks_modules;
 	uint64_t ks_evicted; /* kernel symbols dropped as modules changed */
 	bool metrics_failed; /* said once */
+	/* The agent's summary at the default level: what the windows since the
+	 * last one took (the first after the first window). */
+	uint64_t sum_at, sum_windows, sum_samples, sum_chunks;
 };
+
+/* How often the agent says it is well at the default level. */
+#define SUMMARY_NS (300 * 1000000000ull)
 
 static struct fx_sink *current_sink(struct publisher *pub)
 {
@@ -116,7 +122,8 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		__atomic_add_fetch(&p->stats.chunk_errors, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	fx_log_fields(FX_LOG_INFO, j->t->name, c.id,
+	/* --once says what it wrote itself. */
+	fx_log_fields(p->opts.report_status ? FX_LOG_INFO : FX_LOG_DEBUG, j->t->name, c.id,
 		      "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes", c.path,
 		      rs.profile.samples, rs.profile.bytes);
 	fx_sink_commit(sink, &c);
@@ -531,6 +538,35 @@ static void debug_state(struct publisher *pub, const struct fx_memstat *ms)
 		 os.objects, os.entries, os.fds, os.retired);
 }
 
+/* The agent's line every few minutes at the default level: windows,
+ * samples, chunks written and, when it uploads, sent and pending. */
+static void summarize(struct publisher *pub, const struct fx_shipper_stats *st, uint64_t nsamples)
+{
+	uint64_t now = fx_now_ns(CLOCK_MONOTONIC);
+	uint64_t chunks = __atomic_load_n(&pub->p->stats.chunks, __ATOMIC_RELAXED);
+	char up[160] = "", when[32] = "first window";
+	bool first = !pub->sum_at;
+
+	pub->sum_windows++;
+	pub->sum_samples += nsamples;
+	if (!first && now - pub->sum_at < SUMMARY_NS)
+		return;
+	if (pub->spool)
+		snprintf(up, sizeof(up),
+			 "; %" PRIu64 " uploaded in all, %" PRIu64 " pending (%" PRIu64 " bytes)",
+			 pub->up_base.uploaded + st->uploaded, st->pending, st->spool_bytes);
+	if (!first)
+		snprintf(when, sizeof(when), "last %" PRIu64 " s",
+			 (uint64_t)((now - pub->sum_at) / 1000000000ull));
+	fx_log(FX_LOG_NOTICE,
+	       "%s: %" PRIu64 " window%s, %" PRIu64 " samples, %" PRIu64 " chunk%s written%s", when,
+	       pub->sum_windows, pub->sum_windows == 1 ? "" : "s", pub->sum_samples,
+	       chunks - pub->sum_chunks, chunks - pub->sum_chunks == 1 ? "" : "s", up);
+	pub->sum_at = now;
+	pub->sum_windows = pub->sum_samples = 0;
+	pub->sum_chunks = chunks;
+}
+
 static void report_status(struct publisher *pub, const struct batch *b)
 {
 	bool metrics = pub->p->opts.report_status && b->g->cfg->metrics.textfile;
@@ -543,7 +579,8 @@ static void report_status(struct publisher *pub, const struct batch *b)
 	if ((metrics || fx_log_get_level() >= FX_LOG_DEBUG) && fx_memstat_read(&mem) == 0)
 		ms = &mem;
 	fx_sink_get_stats(pub->spool, &st);
-	if (pub->spool)
+	/* --once's chunk is not sent yet: it says how the upload went itself. */
+	if (pub->spool && pub->p->opts.report_status)
 		fx_log(FX_LOG_INFO,
 		       "upload: %" PRIu64 " chunks uploaded, %" PRIu64 " retried, %" PRIu64
 		       " rejected, %" PRIu64 " dropped; %" PRIu64 " pending (%" PRIu64 " bytes)",
@@ -555,6 +592,7 @@ static void report_status(struct publisher *pub, const struct batch *b)
 	write_metrics(pub, b, &st, ms);
 	for (size_t i = 0; i < b->njobs; i++)
 		nsamples += b->jobs[i].win->counters.samples;
+	summarize(pub, &st, nsamples);
 	fx_service_notifyf("STATUS=%zu of %zu targets sampled; %" PRIu64
 			   " samples in the last window; %" PRIu64 " chunks written, %" PRIu64
 			   " uploaded, %" PRIu64 " pending",

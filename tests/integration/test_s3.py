@@ -398,6 +398,10 @@ def run_check(t, ceph):
         t.check(r.returncode == want_rc and want in out,
                 f"{tag}: --check-upload exited {r.returncode} (want {want_rc}): {out[-800:]}")
         t.check("wrong-secret" not in out, f"{tag}: the secret is in the output")
+        said_ok = any(ln.endswith(": ok") for ln in r.stdout.splitlines())
+        t.check(said_ok == (want_rc == 0),
+                f"{tag}: exit {r.returncode}, and the config is {'' if said_ok else 'not '}"
+                f"said ok: {r.stdout[-400:]!r}")
         t.note(f"{tag}: exit {r.returncode}: {out.strip().splitlines()[-1][:200]}")
 
 

@@ -12,7 +12,7 @@ sends one snapshot through the spool; the daemon runs where more chunks matter.
 3. 400, daemon with 1 s windows: every chunk is tried exactly once, ends in
    spool/rejected/, and the log names the refusal.
 4. hang with a 1 s timeout: the request is given up after ~1 s and tried again.
-5. bearer token file and a configured header (--verbose): Authorization: Bearer
+5. bearer token file and a configured header (-vv, debug): Authorization: Bearer
    <token>, X-Team and the X-Fxagent-* headers arrive and agree with the chunk;
    the token appears nowhere in the agent's output.
 6. spool limit: collector down (a closed port), 10000 Hz whole-system samples in
@@ -77,6 +77,11 @@ def run(t, srv):
     t.check(len({e["body_sha256"] for e in got}) == 1,
             "fail-then-ok:2: the tries sent different bodies")
     t.check(not pending(spool), f"fail-then-ok:2: left in the spool: {pending(spool)}")
+    # What the user reads says where it went, not a count taken before it was sent.
+    t.check(re.search(r"uploaded to http://\S+: \d+ samples", p.stderr) and
+            "pending" not in p.stderr,
+            f"fail-then-ok:2: the output does not say the profile was uploaded: "
+            f"{p.stderr[-600:]!r}")
     kept = watch.kept()
     if got and got[-1]["status"] == 200:
         data = srv.body(got[-1]["n"])
@@ -155,14 +160,14 @@ def run(t, srv):
         f.write(token + "\n")
     os.chmod(tokfile, 0o600)
     p, spool, watch, prefix = once(
-        t, srv, hot, "auth", "ok", args=("--verbose",),
+        t, srv, hot, "auth", "ok", args=("-vv",),
         extra_upload=f"  bearer_token_file: {tokfile}\n  headers: {{X-Team: perf}}\n")
     got = requests(srv, prefix)
     t.check(p.returncode == 0, f"auth: fxagent --once exited {p.returncode}: "
             f"{p.stderr[-2000:]}")
     t.require(len(got) == 1, f"auth: {len(got)} requests, want 1")
     t.note(f"auth: headers {sorted(got[0]['headers'])}; {len(p.stderr)} bytes of "
-           "--verbose output without the token")
+           "-vv output without the token")
     e = got[0]
     h = e["headers"]
     t.check(h.get("authorization") == "Bearer " + token,
@@ -174,7 +179,7 @@ def run(t, srv):
             f"auth: Content-Type {h.get('content-type')!r}, Content-Encoding "
             f"{h.get('content-encoding')!r}")
     t.check(token not in p.stdout + p.stderr, "auth: the token appears in the agent's output")
-    t.check(len(p.stderr) > 200, f"auth: --verbose printed almost nothing: {p.stderr!r}")
+    t.check(len(p.stderr) > 200, f"auth: -vv printed almost nothing: {p.stderr!r}")
     data = srv.body(e["n"])
     got_body = check_body(t, data, e["path"], os.path.join(t.work, "auth-received"),
                           kept=watch.kept(), daemon=False)
