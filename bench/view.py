@@ -12,6 +12,14 @@ RSS (VmHWM), output size, samples in and samples written (folded above
 --max-samples, 1,000,000 by default), median of the rounds. Last, the 3600
 chunks' profile loaded by the Firefox Profiler's own loader (profiler-cli).
 
+The merge reads chunks on a second thread, folds through a hash table and
+parses numbers by hand (strtod and re-sorting every fold were most of the
+time). This workload has about 7,000 distinct stacks per host
+(fx-bench-work's leaves at many addresses), so 42 million samples fit in
+1,000,000 only when the bucket covers the hour: the shares are exact, the
+timeline is one bucket wide; `--bucket 1m` keeps minutes at the cost of a
+bigger profile.
+
 usage: bench/view.py [--build DIR] [--quick] [--rounds N] [--minutes M]
 """
 import gzip
