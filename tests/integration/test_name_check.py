@@ -35,7 +35,7 @@ import fxtest
 from fxdaemon import Daemon
 from test_stripped_perf import programs
 
-# FX_NAME_CHECK_WINDOWS=N: a longer run, for the README's count of names.
+# FX_NAME_CHECK_WINDOWS=N: a longer run, for the count of names in docs/usage.md.
 WINDOWS = int(os.environ.get("FX_NAME_CHECK_WINDOWS", "4"))
 SECONDS = WINDOWS * 4 + 60  # the workloads outlast the windows on a slow machine
 CHECK_RE = re.compile(r"name check: (?P<wrong>\d+) of (?P<checked>\d+) names wrong; "

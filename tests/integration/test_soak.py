@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Soak: the daemon at 99 Hz with 10 s windows for FX_SOAK_SECONDS (120 s in
-CI; 1800 s for the figures in the README) while a steady mix runs: fx-hot-ab,
+CI; 1800 s for the figures in docs/testing.md) while a steady mix runs: fx-hot-ab,
 fx-threads, and every 2 s a burst of short-lived processes and a process that
 dlopens a library (fx-dlopen). Each burst runs a new binary: a copy of
 fx-short with a build-id of its own, deleted once it has run, as a build or a

@@ -94,8 +94,8 @@ static void test_check_fits(void **state)
 	has(msg, "within kernel.perf_event_mlock_kb (516 KiB x 2 CPUs = 1032 KiB)");
 }
 
-/* The README's table: 64 and 128 CPUs at 99 Hz, and the packaged unit's
- * LimitMEMLOCK=512M covers them. */
+/* The table of docs/usage.md ("Perf rings"): 64 and 128 CPUs at 99 Hz, and
+ * the packaged unit's LimitMEMLOCK=512M covers them. */
 static void test_check_big_hosts(void **state)
 {
 	struct fx_ringplan_limits unit = debian;
