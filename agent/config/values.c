@@ -177,19 +177,16 @@ int cfg_get_enum(struct ctx *x, const struct node *n, const char *path, const ch
 		 const char *const *names, size_t count, size_t *idx)
 {
 	const char *s;
-	size_t len, i;
-	int r;
+	size_t len;
+	int r = cfg_get_text(x, n, path, what, &s, &len);
 
-	r = cfg_get_text(x, n, path, what, &s, &len);
-	if (r)
-		return r;
-	for (i = 0; i < count; i++) {
+	for (size_t i = 0; !r && i < count; i++) {
 		if (len == strlen(names[i]) && !memcmp(s, names[i], len)) {
 			*idx = i;
 			return 0;
 		}
 	}
-	return cfg_expected(x, n, path, what);
+	return r ? r : cfg_expected(x, n, path, what);
 }
 
 int cfg_get_word(struct ctx *x, const struct node *n, const char *path, const char *what,
