@@ -8,5 +8,5 @@ bash scripts/install-build-deps.sh
 # The tests need more than the build deps (cmocka, python3): not configured here.
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBUILD_TESTING=OFF
 cmake --build build -j "$(nproc)" --target fxagent
-./build/fxagent --once --duration 10s --output fxagent-once.json.gz
-echo "wrote $(pwd)/fxagent-once.json.gz"
+# fxagent names the file it wrote, and says why if it holds almost no samples.
+./build/fxagent --once --duration 10s --output "$(pwd)/fxagent-once.json.gz"
