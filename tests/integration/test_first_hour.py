@@ -12,7 +12,8 @@ what would do nothing, and says what it did.
   and the config alike; 1500ms is taken by all.
 - --once always names the file it wrote on stderr, in one line, even when
   stderr is not a terminal; almost no samples come with the reason (a pid
-  that exited, a pid that used little CPU).
+  that exited, a pid that used little CPU, idle CPUs whose samples were left
+  out: checked when the machine was quiet enough to show it).
 - The agent at the default level: its start line and the first window's
   summary, no line per window; -v a line per chunk; -vv debug lines.
 """
@@ -122,6 +123,19 @@ def check_few_samples(t):
     t.check(p.returncode == 0 and f"pid {short.pid} exited" in p.stderr,
             f"a --pid that exited: not said: {p.stderr[-400:]!r}")
     t.note(f"few samples: {p.stderr.strip().splitlines()[-1][:200]}")
+    # The whole system with nothing started: on a quiet machine almost every
+    # sample is the idle task's, left out, and that must be said; on a busy
+    # one there are samples enough, and nothing to explain.
+    out = os.path.join(t.work, "system.json.gz")
+    p = t.run_agent("-d", "1s", "-o", out, timeout=60)
+    m = re.search(r"wrote \S+: (\d+) samples", p.stderr)
+    t.require(p.returncode == 0 and m, f"-d 1s whole system: exit {p.returncode}: "
+              f"{p.stderr[-300:]!r}")
+    if int(m[1]) * 10 < 99:
+        t.check("the CPUs were idle" in p.stderr and "--include-idle" in p.stderr,
+                f"{m[1]} samples of the whole system, and no word that the CPUs were idle: "
+                f"{p.stderr[-400:]!r}")
+    t.note(f"whole system for 1 s: {m[1]} samples; {p.stderr.strip().splitlines()[-1][:160]}")
 
 
 def agent_lines(t, tag, *args):
