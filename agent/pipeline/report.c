@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fxagent/log.h"
+#include "fxagent/perfmap.h"
 
 /* Strings made here for kernel and unknown frames, freed together. */
 struct strings {
@@ -144,6 +145,49 @@ static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *
 		c->libs[lib].debug_path = dpath;
 }
 
+/* The frames of a process's JIT code, @idx[0..n) sorted by address: named
+ * from its perf map as it is at the window's end (runtimes reuse freed
+ * code; the window's frames are recent). */
+static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_t *idx, size_t n,
+			uint64_t *addrs)
+{
+	struct fx_perfmap_hit *hits = calloc(n + 1, sizeof(*hits));
+	struct fx_perfmap_stats ps = { 0 };
+	struct fx_perfmap_owner own;
+	int lib = lib_for_object(c, ob), fd = -ENOMEM;
+
+	for (size_t k = 0; k < n; k++)
+		addrs[k] = c->in->window->frames[idx[k]].addr;
+	if (hits) {
+		fd = fx_perfmap_owner_of("/proc", (pid_t)ob->jit_pid, &own);
+		if (fd == 0)
+			fd = fx_perfmap_open(&own);
+	}
+	if (fd >= 0) {
+		int ret = fx_perfmap_read(fd, addrs, n, hits, &ps);
+
+		close(fd);
+		fd = ret < 0 ? ret : 0;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const char *name = hits && hits[k].name ? hits[k].name : NULL;
+
+		c->pf[idx[k]] = (struct fx_profile_frame){ .lib = lib, .category = FX_CAT_USER };
+		set_own(c, idx[k],
+			name ? strings_add(&c->strs, "%s", name)
+			     : strings_add(&c->strs, "0x%" PRIx64, addrs[k]),
+			addrs[k]);
+	}
+	c->libs[lib].symbols =
+		fd == 0		? "perf map"
+		: fd == -ENOENT ? "no perf map (start the runtime with its perf "
+				  "map on: see docs/usage.md)"
+				: strings_add(&c->strs, "perf map not read: %s", strerror(-fd));
+	if (hits)
+		fx_perfmap_hits_free(hits, n);
+	free(hits);
+}
+
 static void check_names(struct ctx *c, const struct fx_elf_source *src, int lib,
 			const struct fx_sym_result *out, size_t n)
 {
@@ -200,6 +244,9 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 		if (o == FX_OBJ_KERNEL) {
 			for (size_t k = i; k < j; k++)
 				resolve_kernel(c, idx[k]);
+		} else if (o != FX_OBJ_UNKNOWN && (ob = fx_objects_get(c->in->objs, o)) &&
+			   ob->jit_pid) {
+			resolve_jit(c, ob, idx + i, n, offs);
 		} else if (o == FX_OBJ_UNKNOWN || !(ob = fx_objects_get(c->in->objs, o))) {
 			for (size_t k = i; k < j; k++) {
 				uint64_t a = w->frames[idx[k]].addr;

@@ -548,6 +548,8 @@ static uint32_t intern(struct fx_objects *o, const struct fx_mapping_info *m)
 		ob->build_id_len = m->build_id_len;
 	}
 	ob->special = m->path[0] == '[';
+	if (!strncmp(m->path, "[jit pid ", 9))
+		ob->jit_pid = m->pid;
 	if (!strcmp(m->path, "[vdso]")) {
 		open_vdso(o, m, e);
 	} else if (!ob->special) {
@@ -608,6 +610,14 @@ uint32_t fx_objects_intern(struct fx_objects *o, const struct fx_mapping_info *m
 	if (fresh)
 		fx_objects_replaced(o, id);
 	return id;
+}
+
+uint32_t fx_objects_intern_jit(struct fx_objects *o, uint32_t pid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "[jit pid %" PRIu32 "]", pid);
+	return fx_objects_intern(o, &(struct fx_mapping_info){ .pid = pid, .path = path });
 }
 
 const struct fx_object *fx_objects_get(const struct fx_objects *o, uint32_t id)
@@ -718,18 +728,20 @@ size_t fx_objects_retire_unused(struct fx_objects *o, uint64_t epoch)
 	pthread_mutex_lock(&o->lock);
 	/* Files first: the paths of a file that goes go with it (marking keeps
 	 * a file at least as recent as its paths: this is only a safeguard).
-	 * [vdso] and the like stay: a few names, and the vDSO copy is ours. */
+	 * [vdso] and the like stay: a few names, and the vDSO copy is ours;
+	 * a process's JIT object goes (one per pid). */
 	for (size_t i = 0; i < o->n; i++) {
 		struct entry *e = o->v[i];
 
 		if (e && e->file == i)
-			e->dying = e->used < epoch && !e->ob.special;
+			e->dying = e->used < epoch && (!e->ob.special || e->ob.jit_pid);
 	}
 	for (size_t i = 0; i < o->n; i++) {
 		struct entry *e = o->v[i];
 
 		if (e && e->file != i)
-			e->dying = o->v[e->file]->dying || (e->used < epoch && !e->ob.special);
+			e->dying = o->v[e->file]->dying ||
+				   (e->used < epoch && (!e->ob.special || e->ob.jit_pid));
 	}
 	/* Backwards: the alias moved into a hole has been looked at. */
 	for (size_t i = o->naliases; i-- > 0;)

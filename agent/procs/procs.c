@@ -203,8 +203,6 @@ int fx_procs_parse_maps_line(char *line, uint64_t *start, uint64_t *end, uint64_
 	len = unescape_newlines(pth);
 	if (len >= 10 && strcmp(pth + len - 10, " (deleted)") == 0)
 		pth[len - 10] = '\0';
-	if (!pth[0])
-		return 0;
 	*start = s;
 	*end = e;
 	*pgoff = off;
@@ -284,12 +282,23 @@ static int add_map(struct fx_procs *p, struct fx_proc *proc, uint64_t start, uin
 	return 0;
 }
 
-static uint32_t object_for(struct fx_procs *p, const struct fx_mapping_info *m)
+/* The object of mapping @m, and the file offset of its start in *@pgoff. */
+static uint32_t object_for(struct fx_procs *p, const struct fx_mapping_info *m, uint64_t *pgoff)
 {
-	/* Anonymous code (JITs) and "//anon" have no file to symbolize. */
-	if (!m->path[0] || strncmp(m->path, "//anon", 6) == 0 || strcmp(m->path, "[heap]") == 0 ||
-	    strncmp(m->path, "[anon", 5) == 0 || strcmp(m->path, "[stack]") == 0)
+	uint32_t id;
+
+	if (strcmp(m->path, "[heap]") == 0 || strcmp(m->path, "[stack]") == 0)
 		return FX_OBJ_UNKNOWN;
+	/* Anonymous code ("" in maps, "//anon" in records, "[anon:NAME]"):
+	 * a JIT's, named from the process's perf map by absolute address. */
+	if (!m->path[0] || strncmp(m->path, "//anon", 6) == 0 ||
+	    strncmp(m->path, "[anon", 5) == 0) {
+		id = fx_objects_intern_jit(p->objs, m->pid);
+		if (id == FX_NONE)
+			return FX_OBJ_UNKNOWN;
+		*pgoff = m->start;
+		return id;
+	}
 	return fx_objects_intern(p->objs, m);
 }
 
@@ -357,6 +366,7 @@ static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 	while (getline(&line, &cap, f) > 0) {
 		struct fx_mapping_info m = { .pid = proc->pid };
 		uint64_t pgoff;
+		uint32_t object;
 		char *pth;
 
 		if (fx_procs_parse_maps_line(line, &m.start, &m.end, &pgoff, &m.dev, &m.ino,
@@ -364,7 +374,8 @@ static void load_maps(struct fx_procs *p, struct fx_proc *proc)
 			continue;
 		m.path = strchr(pth, '\n') ? exact_path(p, proc->pid, m.start, m.end, pth, link)
 					   : pth;
-		add_map(p, proc, m.start, m.end, pgoff, object_for(p, &m));
+		object = object_for(p, &m, &pgoff);
+		add_map(p, proc, m.start, m.end, pgoff, object);
 	}
 	free(line);
 	fclose(f);
@@ -466,10 +477,12 @@ struct fx_thread *fx_procs_thread(struct fx_procs *p, uint32_t pid, uint32_t tid
 void fx_procs_on_mmap(struct fx_procs *p, const struct fx_mapping_info *m, uint64_t pgoff)
 {
 	struct fx_proc *proc = fx_procs_get(p, m->pid);
+	uint32_t object;
 
 	if (!proc || m->end <= m->start)
 		return;
-	add_map(p, proc, m->start, m->end, pgoff, object_for(p, m));
+	object = object_for(p, m, &pgoff);
+	add_map(p, proc, m->start, m->end, pgoff, object);
 }
 
 void fx_procs_on_comm(struct fx_procs *p, uint32_t pid, uint32_t tid, const char *comm, bool exec)

@@ -216,6 +216,75 @@ out:
 	return ret;
 }
 
+/* The boot time, CLOCK_REALTIME seconds ("btime" of /proc/stat). */
+static int64_t boot_time(const char *proc_root)
+{
+	char path[PATH_MAX], line[256];
+	long long bt = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stat", proc_root);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %lld", &bt) == 1)
+			break;
+	fclose(f);
+	return bt;
+}
+
+int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owner *out)
+{
+	char path[PATH_MAX], line[512], *paren;
+	unsigned long long ticks = 0;
+	long long ns = -1, uid = -1;
+	int64_t bt = boot_time(proc_root);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%d/status", proc_root, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Uid:", 4)) {
+			uid = strtoll(line + 4, NULL, 10);
+		} else if (!strncmp(line, "NStgid:", 7)) {
+			char *p = line + 7, *end;
+
+			/* The innermost namespace's pid is the last one. */
+			for (long long v; (v = strtoll(p, &end, 10)), end != p; p = end)
+				ns = v;
+		}
+	}
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/%d/stat", proc_root, (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	/* "pid (comm) S ppid ...": starttime is the 22nd field, the 20th
+	 * after the comm, whose parentheses may hold anything. */
+	if (fgets(line, sizeof(line), f) && (paren = strrchr(line, ')'))) {
+		char *p = paren + 1;
+
+		for (int field = 3; field < 22 && p; field++)
+			p = strchr(p + 1, ' ');
+		if (p)
+			ticks = strtoull(p + 1, NULL, 10);
+	}
+	fclose(f);
+	if (uid < 0 || ns <= 0 || bt < 0 || !ticks)
+		return -EINVAL;
+	*out = (struct fx_perfmap_owner){
+		.proc_root = proc_root,
+		.pid = pid,
+		.ns_pid = (pid_t)ns,
+		.uid = (uid_t)uid,
+		.start_s = bt + (int64_t)(ticks / (unsigned long long)sysconf(_SC_CLK_TCK)),
+	};
+	return 0;
+}
+
 int fx_perfmap_open(const struct fx_perfmap_owner *o)
 {
 	char path[PATH_MAX], name[64];

@@ -43,6 +43,9 @@ struct fx_object {
 	size_t build_id_len; /* 0 = none known */
 	uint64_t dev, ino;   /* 0 when unknown */
 	bool special;	     /* [vdso] and the like: no file */
+	/* A process's JIT code (its anonymous executable memory): named from
+	 * its perf map; addresses in it are absolute. 0 for other objects. */
+	uint32_t jit_pid;
 };
 
 /* What the caller knows about one mapping (from /proc/PID/maps or MMAP2). */
@@ -75,6 +78,10 @@ void fx_objects_free(struct fx_objects *objs);
 /* Finds or creates the object behind a mapping, and marks it used. Returns
  * its id, or FX_NONE (see window.h) on ENOMEM or an empty path. */
 uint32_t fx_objects_intern(struct fx_objects *objs, const struct fx_mapping_info *m);
+
+/* The object of process @pid's JIT code (one per pid, "[jit pid N]"), or
+ * FX_NONE on ENOMEM. Unlike [vdso], it retires when unused. */
+uint32_t fx_objects_intern_jit(struct fx_objects *objs, uint32_t pid);
 
 /* NULL for an unknown (or retired) id. Valid until the object is retired. */
 const struct fx_object *fx_objects_get(const struct fx_objects *objs, uint32_t id);

@@ -51,6 +51,11 @@ struct fx_perfmap_owner {
 	int64_t start_s;       /* when it started (CLOCK_REALTIME seconds) */
 };
 
+/* Reads what fx_perfmap_open() needs of process @pid from @proc_root
+ * (/proc): its namespace pid (the last of NStgid), real uid and start time.
+ * Returns 0 or -errno (-ENOENT: the process is gone). */
+int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owner *out);
+
 /* Opens and checks the perf map of @o's process. Returns the fd, or -ENOENT
  * (none), -ELOOP (a symlink), -EINVAL (not a regular file), -EPERM (another
  * owner), -ESTALE (older than the process), -EFBIG (too big), or another

@@ -115,8 +115,8 @@ size_t fx_procs_reap_gone(struct fx_procs *p, size_t budget);
 void fx_procs_mark_objects(const struct fx_procs *p);
 
 /* Parses one line of /proc/PID/maps. Returns 1 and fills the out values for
- * an executable mapping with a path, 0 for a line to ignore, -EINVAL for a
- * malformed line. @path points into @line (@line is modified: the kernel's
+ * an executable mapping (its path "" when anonymous: JIT code), 0 for a line
+ * to ignore, -EINVAL for a malformed line. @path points into @line (@line is modified: the kernel's
  * escape of a newline, \012, is turned back into one and the " (deleted)"
  * suffix is cut off). A name that held a literal \012 reads as a newline:
  * the table reads the exact path from /proc/PID/map_files when it can. */

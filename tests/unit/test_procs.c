@@ -172,8 +172,8 @@ static void test_lazy_load_and_resolve(void **state)
 	proc = fx_procs_get(p, 100);
 	assert_non_null(proc);
 	assert_string_equal(proc->comm, "worker");
-	/* The file mapping and [vdso]; anonymous code has no file to name it. */
-	assert_int_equal(proc->nmaps, 2);
+	/* The file mapping, anonymous code (a JIT's) and [vdso]. */
+	assert_int_equal(proc->nmaps, 3);
 	assert_true(fx_procs_resolve(proc, 0x401234, &obj, &off));
 	assert_int_equal(off, 0x1234);
 	ob = fx_objects_get(objs, obj);
@@ -183,7 +183,14 @@ static void test_lazy_load_and_resolve(void **state)
 	fd = fx_objects_dup_fd(objs, obj);
 	assert_true(fd >= 0);
 	close(fd);
-	assert_false(fx_procs_resolve(proc, 0x7f0000000100, &obj, &off));
+	/* Anonymous code is the process's JIT object, by absolute address. */
+	assert_true(fx_procs_resolve(proc, 0x7f0000000100, &obj, &off));
+	assert_int_equal(off, 0x7f0000000100);
+	ob = fx_objects_get(objs, obj);
+	assert_non_null(ob);
+	assert_int_equal(ob->jit_pid, 100);
+	assert_string_equal(ob->path, "[jit pid 100]");
+	assert_int_equal(fx_objects_dup_fd(objs, obj), -1);
 	assert_false(fx_procs_resolve(proc, 0x500000, &obj, &off));
 	t = fx_procs_thread(p, 100, 101);
 	assert_non_null(t);
