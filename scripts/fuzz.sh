@@ -55,6 +55,7 @@ fixed_runs() {
 	json) echo 40000 ;;
 	chunk) echo 2000000 ;;
 	view) echo 3000000 ;;
+	perfmap) echo 280000 ;;
 	*) echo 100000 ;;
 	esac
 }

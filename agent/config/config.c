@@ -66,6 +66,7 @@ int fx_config_defaults(struct fx_config *c)
 	c->window.seconds = 60;
 	c->window.max_stacks = 200000;
 	c->symbolization.demangle = true;
+	c->symbolization.jit = true;
 	c->symbolization.max_memory = 32ull << 20;
 	c->log.level = FX_LOG_NOTICE;
 	c->upload.connect_timeout_ms = 10000;

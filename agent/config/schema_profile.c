@@ -180,11 +180,17 @@ static int get_debuginfod(struct ctx *x, const struct node *const *v)
 
 int cfg_get_symbolization(struct ctx *x, const struct node *n)
 {
-	static const char *const keys[] = { "debug_dirs",	  "demangle",
-					    "max_memory",	  "debuginfod_urls",
-					    "debuginfod_cache",	  "debuginfod_cache_max",
-					    "debuginfod_timeout", "debuginfod_budget",
-					    "debuginfod_retry",	  "check_names" };
+	static const char *const keys[] = { "debug_dirs",
+					    "demangle",
+					    "max_memory",
+					    "debuginfod_urls",
+					    "debuginfod_cache",
+					    "debuginfod_cache_max",
+					    "debuginfod_timeout",
+					    "debuginfod_budget",
+					    "debuginfod_retry",
+					    "check_names",
+					    "jit" };
 	const struct node *v[NUNITS(keys)], *k[NUNITS(keys)];
 	char sub[PATH_BUF];
 	size_t i;
@@ -227,5 +233,7 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 	if (!r && v[9])
 		r = cfg_get_bool(x, v[9], "symbolization.check_names",
 				 &x->c->symbolization.check_names);
+	if (!r && v[10])
+		r = cfg_get_bool(x, v[10], "symbolization.jit", &x->c->symbolization.jit);
 	return r;
 }

@@ -115,6 +115,7 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		.marker_name = "fxagent",
 		.on_symbolize = p->opts.on_symbolize,
 		.name_check = cfg->symbolization.check_names ? &p->stats.names : NULL,
+		.jit = cfg->symbolization.jit,
 		.name_check_log_left = &p->names_log_left,
 	};
 

@@ -158,7 +158,9 @@ static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_
 
 	for (size_t k = 0; k < n; k++)
 		addrs[k] = c->in->window->frames[idx[k]].addr;
-	if (hits) {
+	if (!c->in->jit)
+		fd = -ENOTSUP;
+	else if (hits) {
 		fd = fx_perfmap_owner_of("/proc", (pid_t)ob->jit_pid, &own);
 		if (fd == 0)
 			fd = fx_perfmap_open(&own);
@@ -179,10 +181,11 @@ static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_
 			addrs[k]);
 	}
 	c->libs[lib].symbols =
-		fd == 0		? "perf map"
-		: fd == -ENOENT ? "no perf map (start the runtime with its perf "
-				  "map on: see docs/usage.md)"
-				: strings_add(&c->strs, "perf map not read: %s", strerror(-fd));
+		fd == 0		 ? "perf map"
+		: fd == -ENOTSUP ? "JIT names off (symbolization.jit)"
+		: fd == -ENOENT	 ? "no perf map (start the runtime with its perf "
+				   "map on: see docs/usage.md)"
+				 : strings_add(&c->strs, "perf map not read: %s", strerror(-fd));
 	if (hits)
 		fx_perfmap_hits_free(hits, n);
 	free(hits);

@@ -39,6 +39,9 @@ struct fx_report_input {
 	 * here; the first *name_check_log_left wrong ones are logged. */
 	struct fx_namecheck_stats *name_check;
 	unsigned *name_check_log_left;
+	/* Name the frames of JIT code from the processes' perf maps
+	 * (fxagent/perfmap.h); false: they stay addresses. */
+	bool jit;
 };
 
 struct fx_report_stats {

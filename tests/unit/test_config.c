@@ -92,6 +92,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	for (i = 0; i < a->symbolization.ndebug_dirs; i++)
 		assert_string_equal(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]);
 	assert_int_equal(a->symbolization.demangle, b->symbolization.demangle);
+	assert_int_equal(a->symbolization.jit, b->symbolization.jit);
 	assert_int_equal(a->log.level, b->log.level);
 	assert_str_or_null(a->upload.url, b->upload.url);
 	assert_int_equal(a->upload.put, b->upload.put);
@@ -131,6 +132,11 @@ static void check_defaults(const struct fx_config *c)
 	assert_config_equal(c, d);
 	fx_config_release(d);
 	free(d);
+}
+
+static void check_jit_off(const struct fx_config *c)
+{
+	assert_false(c->symbolization.jit);
 }
 
 static void check_full(const struct fx_config *c)
@@ -491,6 +497,7 @@ static const struct tcase cases[] = {
 	  "symbolization:\n  debuginfod_urls: []\n", 0, NULL, NULL, 0, NULL, check_no_debuginfod },
 	{ "unwind: libdwfl", "sampling: {unwind: libdwfl}\n", 0, NULL, NULL, 0, NULL,
 	  check_unwind_libdwfl },
+	{ "JIT names off", "symbolization: {jit: false}\n", 0, NULL, NULL, 0, NULL, check_jit_off },
 	{ "unwind: check", "sampling: {unwind: check}\n", 0, NULL, NULL, 0, NULL,
 	  check_unwind_check },
 	{ "unit names: templates, other types, the .service shorthand",
