@@ -29,6 +29,7 @@ fi
 # bench/s3.py run a one-node Ceph cluster whose radosgw is a real S3 store
 # (tests/integration/fxceph.py); like nginx, none of it starts by itself.
 # faketime: integration.s3 runs the agent an hour ahead of the store.
+# openjdk-17-jdk-headless: integration.jit_java (javac, java, jcmd).
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
 	sqlite3 xz-utils \
@@ -36,7 +37,8 @@ apt-get install -y --no-install-recommends \
 	ceph-mon ceph-osd radosgw ceph-common curl faketime \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
-	clang-tidy cppcheck clang-14 libclang-rt-14-dev
+	clang-tidy cppcheck clang-14 libclang-rt-14-dev \
+	openjdk-17-jdk-headless
 [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm

@@ -180,12 +180,12 @@ static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_
 			     : strings_add(&c->strs, "0x%" PRIx64, addrs[k]),
 			addrs[k]);
 	}
-	c->libs[lib].symbols =
-		fd == 0		 ? "perf map"
-		: fd == -ENOTSUP ? "JIT names off (symbolization.jit)"
-		: fd == -ENOENT	 ? "no perf map (start the runtime with its perf "
-				   "map on: see docs/usage.md)"
-				 : strings_add(&c->strs, "perf map not read: %s", strerror(-fd));
+	c->libs[lib].symbols = fd == 0		? "perf map"
+			       : fd == -ENOTSUP ? "JIT names off (symbolization.jit)"
+			       : fd == -ENOENT	? "no perf map (start the runtime with its perf "
+						  "map on: see docs/usage.md)"
+						: strings_add(&c->strs, "perf map not read: %s",
+							      fx_perfmap_why(fd));
 	if (hits)
 		fx_perfmap_hits_free(hits, n);
 	free(hits);

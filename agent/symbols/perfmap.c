@@ -285,6 +285,25 @@ int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owne
 	return 0;
 }
 
+const char *fx_perfmap_why(int err)
+{
+	switch (err) {
+	case -ELOOP:
+		return "a symlink (at the file or at tmp/)";
+	case -EINVAL:
+		return "not a regular file";
+	case -EPERM:
+		return "not the process's own (another owner than its user or root, or writable "
+		       "by others)";
+	case -ESTALE:
+		return "older than the process (a reused pid's)";
+	case -EFBIG:
+		return "over 512 MiB";
+	default:
+		return strerror(-err);
+	}
+}
+
 int fx_perfmap_open(const struct fx_perfmap_owner *o)
 {
 	char path[PATH_MAX], name[64];

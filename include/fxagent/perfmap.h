@@ -62,6 +62,10 @@ int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owne
  * -errno. Logs nothing: the caller counts and says it once. */
 int fx_perfmap_open(const struct fx_perfmap_owner *o);
 
+/* Why fx_perfmap_open() refused a file, in words ("a symlink", ...), or
+ * strerror(-@err) for another error. */
+const char *fx_perfmap_why(int err);
+
 /* For each of the @n addresses @addrs (sorted, ascending), the last line of
  * the map text @buf (@len bytes) that covers it, into @out[i] (which the
  * caller zeroed; a name already there is replaced). Returns 0 or -ENOMEM. */

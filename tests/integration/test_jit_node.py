@@ -12,7 +12,9 @@ to /tmp/perf-PID.map. fxagent (--once -p) and `perf record -g` sample it at
 - at least 95% of the samples' stacks reach _start through the JIT frames;
 - the JIT lib says where its names came from ("perf map");
 - without the flag there is no map: the frames stay addresses and the lib
-  says "no perf map".
+  says "no perf map"; a map someone else planted at its name (a symlink to
+  /etc/passwd, a file of another user, one anyone may write, one older than
+  the process) is not read, and the lib says why.
 Skipped, saying so, where node is not installed.
 """
 
@@ -125,18 +127,44 @@ def body(t):
     t.check(abs(ours - perf_fib) <= tol, f"JS:*fib self: fxagent {ours:.1f}% against perf "
             f"{perf_fib:.1f}%, more than {tol:.1f} points apart")
 
-    # Without --perf-basic-prof: no map, and the lib says so.
+    # Without --perf-basic-prof: no map, and the lib says so. Then maps
+    # that someone else put at its name (the node never writes one): a
+    # symlink, a file of another user, one anyone may write. Not read.
     w = t.spawn([node, script], cwd=t.work)
     time.sleep(1.5)
-    prof = t.record("node-nomap", 2, pids=[w.pid])
+    planted = f"/tmp/perf-{w.pid}.map"
+    lines = "".join(f"{a:x} 100000 planted\n" for a in range(0x10000, 1 << 47, 1 << 40))
+    try:
+        for tag, plant, want in (("none", None, "no perf map"),
+                                 ("symlink", "symlink", "perf map not read"),
+                                 ("foreign", (12345, 0o644), "perf map not read"),
+                                 ("writable", (os.getuid(), 0o666), "perf map not read"),
+                                 ("stale", (os.getuid(), 0o644), "perf map not read")):
+            if os.path.lexists(planted):
+                os.unlink(planted)
+            if plant == "symlink":
+                os.symlink("/etc/passwd", planted)
+            elif plant:
+                with open(planted, "w") as f:
+                    f.write(lines)
+                os.chown(planted, plant[0], 0)
+                os.chmod(planted, plant[1])
+                if tag == "stale":  # written an hour before the process started
+                    os.utime(planted, (time.time() - 3600, time.time() - 3600))
+            prof = t.record(f"node-{tag}", 1, pids=[w.pid])
+            status = prof.data["meta"]["fxagent"].get("symbols", {})
+            st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")),
+                      None)
+            t.check(st and st.startswith(want), f"map {tag}: the JIT lib says {st!r}")
+            lib = jit_lib(prof, w.pid)
+            names = {n for n, lb, _, _ in leaves(prof, w.pid) if lb == lib}
+            t.check(names and all(re.fullmatch(r"0x[0-9a-f]+", n) for n in names),
+                    f"map {tag}: JIT frames were named: {sorted(names)[:5]}")
+            t.note(f"map {tag}: {st}")
+    finally:
+        if os.path.lexists(planted):
+            os.unlink(planted)
     w.kill()
-    status = prof.data["meta"]["fxagent"].get("symbols", {})
-    st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")), None)
-    t.check(st and st.startswith("no perf map"), f"without a map the JIT lib says {st!r}")
-    lib = jit_lib(prof, w.pid)
-    names = {n for n, lb, _, _ in leaves(prof, w.pid) if lb == lib}
-    t.check(names and all(re.fullmatch(r"0x[0-9a-f]+", n) for n in names),
-            f"without a map, JIT frames were named: {sorted(names)[:5]}")
 
 
 if __name__ == "__main__":

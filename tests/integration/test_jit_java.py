@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: MIT
+"""Java 17's compiled methods, named from the perf map `jcmd PID
+Compiler.perfmap` writes.
+
+Fib.java computes fib(25) in a loop under `java -XX:+PreserveFramePointer`;
+once C2 has compiled it, `jcmd PID Compiler.perfmap` writes a snapshot of the
+compiled code to /tmp/perf-PID.map. fxagent (--once -p) samples it. Checked:
+- at least 90% of the samples' innermost frames are `int Fib.fib(int)`,
+  and every frame in the JIT code is named from the map;
+- at least 95% of the stacks reach the thread's start (start_thread) through
+  the JIT frames: HotSpot keeps rbp chains with PreserveFramePointer;
+- the JIT lib says its names came from the perf map.
+Skipped, saying so, where javac, java or jcmd is missing (openjdk-17-jdk-headless).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import fxtest
+
+SECONDS = 3
+FIB_JAVA = """\
+public class Fib {
+    static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+    public static void main(String[] a) { long s = 0; for (;;) { s += fib(25); } }
+}
+"""
+
+
+def body(t):
+    tools = {n: shutil.which(n) for n in ("javac", "java", "jcmd")}
+    if not all(tools.values()):
+        print(f"SKIP: no {', '.join(n for n, p in tools.items() if not p)} here "
+              "(apt-get install openjdk-17-jdk-headless)")
+        raise SystemExit(fxtest.SKIP)
+    with open(os.path.join(t.work, "Fib.java"), "w") as f:
+        f.write(FIB_JAVA)
+    subprocess.run([tools["javac"], "Fib.java"], cwd=t.work, check=True, timeout=120)
+    w = t.spawn([tools["java"], "-XX:+PreserveFramePointer", "-cp", t.work, "Fib"],
+                cwd=t.work, stdout=subprocess.DEVNULL)
+    time.sleep(fxtest.scaled(3))  # compiled by C2 by then
+    p = subprocess.run([tools["jcmd"], str(w.pid), "Compiler.perfmap"], capture_output=True,
+                       text=True, timeout=fxtest.scaled(60))
+    t.require(p.returncode == 0, f"jcmd Compiler.perfmap exited {p.returncode}: "
+              f"{(p.stdout + p.stderr)[-400:]}")
+    prof = t.record("java", SECONDS, pids=[w.pid])
+    w.kill()
+    try:
+        os.unlink(f"/tmp/perf-{w.pid}.map")
+    except OSError:
+        pass
+
+    status = prof.data["meta"]["fxagent"].get("symbols", {})
+    st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")), None)
+    t.check(st == "perf map", f"the JIT lib's names come from {st!r}, want 'perf map'")
+    s = prof.data["shared"]
+    ft, fu, rt, strs = s["frameTable"], s["funcTable"], s["resourceTable"], s["stringArray"]
+    lib = next((i for i, lb in enumerate(prof.data["libs"])
+                if lb["name"] == f"[jit pid {w.pid}]"), None)
+    total = fib = reach = jit_frames = jit_named = 0
+    for th in prof.threads_of(w.pid):
+        for stack, wt in prof.samples(th):
+            frames = prof.stack_frames(stack)
+            if not frames:
+                continue
+            names = [strs[fu["name"][ft["func"][f]]] for f in frames]
+            total += wt
+            fib += wt if names[-1] == "int Fib.fib(int)" else 0
+            reach += wt if "start_thread" in names else 0
+            for f, n in zip(frames, names):
+                res = fu["resource"][ft["func"][f]]
+                if res is not None and res >= 0 and rt["lib"][res] == lib:
+                    jit_frames += wt
+                    jit_named += wt if not re.fullmatch(r"0x[0-9a-f]+", n) else 0
+    t.note(f"java: {total} samples, {fib} in Fib.fib, {reach} reach start_thread; "
+           f"{jit_named} of {jit_frames} JIT frames named")
+    t.require(total >= 20, f"only {total} samples of the JVM")
+    t.check(fib >= 0.9 * total, f"{fib} of {total} samples in int Fib.fib(int)")
+    t.check(reach >= 0.95 * total, f"{reach} of {total} stacks reach start_thread")
+    t.check(jit_frames and jit_named == jit_frames,
+            f"{jit_named} of {jit_frames} JIT frames named from the perf map")
+
+
+if __name__ == "__main__":
+    fxtest.main(body)
