@@ -317,16 +317,20 @@ int fx_perfmap_open(const struct fx_perfmap_owner *o)
 	if (root < 0)
 		return -errno;
 	tmp = openat(root, "tmp", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	err = tmp < 0 ? -errno : 0;
-	close(root);
-	if (err)
+	if (tmp < 0) {
+		err = -errno;
+		close(root);
 		return err == -ENOTDIR ? -ELOOP : err;
+	}
+	close(root);
 	snprintf(name, sizeof(name), "perf-%d.map", (int)o->ns_pid);
 	fd = openat(tmp, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	err = fd < 0 ? -errno : 0;
-	close(tmp);
-	if (err)
+	if (fd < 0) {
+		err = -errno;
+		close(tmp);
 		return err;
+	}
+	close(tmp);
 	if (fstat(fd, &st) < 0)
 		err = -errno;
 	else if (!S_ISREG(st.st_mode))
