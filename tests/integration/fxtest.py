@@ -430,6 +430,22 @@ class Test:
         except subprocess.TimeoutExpired:
             raise Stop(f"`{' '.join(cmd)}` did not end within {scaled(timeout):.0f} s")
 
+    def record_beside_perf(self, tag, seconds, pid):
+        """`fxagent --once -p @pid` and `perf record -g` of the same process at
+        99 Hz over the same seconds. Returns (the Profile, perf.data's path)."""
+        data = os.path.join(self.work, f"{tag}.perf.data")
+        perf = self.spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "-g",
+                           "-p", str(pid), "-o", data, "--", "sleep", str(seconds)],
+                          stdout=subprocess.DEVNULL,
+                          stderr=open(os.path.join(self.work, f"{tag}.perf.log"), "w"))
+        prof = self.record(tag, seconds, pids=[pid])
+        try:
+            self.require(perf.wait(timeout=scaled(60)) == 0,
+                         f"perf record exited {perf.returncode}; see {tag}.perf.log")
+        except subprocess.TimeoutExpired:
+            raise Stop("perf record did not end")
+        return prof, data
+
     def record(self, tag, seconds, pids=(), extra=(), measure=()):
         """`fxagent --once` for `seconds` (system-wide without pids); lint and read the
         output. Returns the Profile. With `measure` (pids), the CPU time of those
@@ -773,6 +789,24 @@ def share_tol(pct, n, floor):
     samples a 70% share has an error of 3.2 points, and scheduling noise adds to it)."""
     p = pct / 100
     return max(floor, 3.5 * 100 * (p * (1 - p) / max(n, 1)) ** 0.5)
+
+
+def perf_self_shares(t, data):
+    """`perf report --sort sym` of @data: (samples, {symbol: self %}). A
+    symbol may hold spaces (a JIT's "JS:*fib /srv/fib.js:1:13")."""
+    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
+                          "--sort", "sym", "-g", "none"], capture_output=True, text=True,
+                         timeout=120)
+    t.save("perf-report.txt", rep.stdout + rep.stderr)
+    t.require(rep.returncode == 0, f"perf report exited {rep.returncode}")
+    n = re.search(r"^# Samples: (\d+)", rep.stdout, re.M)
+    t.require(n, "perf report: no '# Samples:' line")
+    shares = {}
+    for ln in rep.stdout.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(.+?)\s*$", ln)
+        if m:
+            shares[m[2]] = shares.get(m[2], 0.0) + float(m[1])
+    return int(n[1]), shares
 
 
 def diff_tol(p1, n1, p2, n2, floor=2.0):

@@ -14,12 +14,12 @@ Skipped, saying so, where javac, java or jcmd is missing (openjdk-17-jdk-headles
 """
 
 import os
-import re
 import shutil
 import subprocess
 import time
 
 import fxtest
+from fxjit import jit_named, jit_status, stacks
 
 SECONDS = 3
 FIB_JAVA = """\
@@ -53,35 +53,20 @@ def body(t):
     except OSError:
         pass
 
-    status = prof.data["meta"]["fxagent"].get("symbols", {})
-    st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")), None)
+    st = jit_status(prof, w.pid)
     t.check(st == "perf map", f"the JIT lib's names come from {st!r}, want 'perf map'")
-    s = prof.data["shared"]
-    ft, fu, rt, strs = s["frameTable"], s["funcTable"], s["resourceTable"], s["stringArray"]
-    lib = next((i for i, lb in enumerate(prof.data["libs"])
-                if lb["name"] == f"[jit pid {w.pid}]"), None)
-    total = fib = reach = jit_frames = jit_named = 0
-    for th in prof.threads_of(w.pid):
-        for stack, wt in prof.samples(th):
-            frames = prof.stack_frames(stack)
-            if not frames:
-                continue
-            names = [strs[fu["name"][ft["func"][f]]] for f in frames]
-            total += wt
-            fib += wt if names[-1] == "int Fib.fib(int)" else 0
-            reach += wt if "start_thread" in names else 0
-            for f, n in zip(frames, names):
-                res = fu["resource"][ft["func"][f]]
-                if res is not None and res >= 0 and rt["lib"][res] == lib:
-                    jit_frames += wt
-                    jit_named += wt if not re.fullmatch(r"0x[0-9a-f]+", n) else 0
+    samples = stacks(prof, w.pid)
+    total = sum(wt for *_, wt in samples)
+    fib = sum(wt for names, _, wt in samples if names[-1] == "int Fib.fib(int)")
+    reach = sum(wt for names, _, wt in samples if "start_thread" in names)
+    jit_frames, jit_named_n = jit_named(prof, w.pid)
     t.note(f"java: {total} samples, {fib} in Fib.fib, {reach} reach start_thread; "
-           f"{jit_named} of {jit_frames} JIT frames named")
+           f"{jit_named_n} of {jit_frames} JIT frames named")
     t.require(total >= 20, f"only {total} samples of the JVM")
     t.check(fib >= 0.9 * total, f"{fib} of {total} samples in int Fib.fib(int)")
     t.check(reach >= 0.95 * total, f"{reach} of {total} stacks reach start_thread")
-    t.check(jit_frames and jit_named == jit_frames,
-            f"{jit_named} of {jit_frames} JIT frames named from the perf map")
+    t.check(jit_frames and jit_named_n == jit_frames,
+            f"{jit_named_n} of {jit_frames} JIT frames named from the perf map")
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@ Skipped, saying so, where node is not installed.
 """
 
 import os
-import re
 import shutil
-import subprocess
 import time
 
 import fxtest
+from fxjit import ADDRESS, jit_lib, jit_named, jit_status, stacks
 
 SECONDS = 4
 FIB_JS = """\
@@ -32,47 +31,6 @@ function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
 function work() { let s = 0; for (;;) { s += fib(25); } }
 work();
 """
-
-
-def jit_lib(prof, pid):
-    """The index of @pid's JIT lib ("[jit pid N]"), or None."""
-    for i, lib in enumerate(prof.data["libs"]):
-        if lib["name"] == f"[jit pid {pid}]":
-            return i
-    return None
-
-
-def leaves(prof, pid):
-    """[(innermost frame's name, its lib, whole stack's names, weight)]."""
-    s = prof.data["shared"]
-    ft, fu, rt, st = s["frameTable"], s["funcTable"], s["resourceTable"], s["stringArray"]
-    out = []
-    for th in prof.threads_of(pid):
-        for stack, w in prof.samples(th):
-            frames = prof.stack_frames(stack)
-            if not frames:
-                continue
-            names = [st[fu["name"][ft["func"][f]]] for f in frames]
-            res = fu["resource"][ft["func"][frames[-1]]]
-            lib = rt["lib"][res] if res is not None and res >= 0 else None
-            out.append((names[-1], lib, names, w))
-    return out
-
-
-def perf_shares(t, data):
-    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                          "--sort", "sym", "-g", "none"], capture_output=True, text=True,
-                         timeout=120)
-    t.save("perf-report.txt", rep.stdout + rep.stderr)
-    t.require(rep.returncode == 0, f"perf report exited {rep.returncode}")
-    n = re.search(r"^# Samples: (\d+)", rep.stdout, re.M)
-    t.require(n, "perf report: no '# Samples:' line")
-    shares = {}
-    for ln in rep.stdout.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(.+?)\s*$", ln)
-        if m:
-            shares[m[2]] = shares.get(m[2], 0.0) + float(m[1])
-    return int(n[1]), shares
 
 
 def body(t):
@@ -86,38 +44,28 @@ def body(t):
 
     w = t.spawn([node, "--perf-basic-prof", script], cwd=t.work)
     time.sleep(1.5)  # fib compiled by then
-    data = os.path.join(t.work, "perf.data")
-    perf = t.spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "-g",
-                    "-p", str(w.pid), "-o", data, "--", "sleep", str(SECONDS)],
-                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(t.work, "perf.log"), "w"))
-    prof = t.record("node", SECONDS, pids=[w.pid])
-    try:
-        t.require(perf.wait(timeout=fxtest.scaled(60)) == 0,
-                  f"perf record exited {perf.returncode}; see perf.log")
-    except subprocess.TimeoutExpired:
-        raise fxtest.Stop("perf record did not end")
+    prof, data = t.record_beside_perf("node", SECONDS, w.pid)
     w.kill()
 
     lib = jit_lib(prof, w.pid)
     t.require(lib is not None, f"no [jit pid {w.pid}] lib in the profile")
-    status = prof.data["meta"]["fxagent"].get("symbols", {})
-    st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")), None)
+    st = jit_status(prof, w.pid)
     t.check(st == "perf map", f"the JIT lib's names come from {st!r}, want 'perf map'")
 
-    samples = leaves(prof, w.pid)
+    samples = stacks(prof, w.pid)
     total = sum(wt for *_, wt in samples)
-    in_jit = [(n, wt) for n, lb, _, wt in samples if lb == lib]
+    in_jit = [(names[-1], wt) for names, libs, wt in samples if libs[-1] == lib]
     jit_n = sum(wt for _, wt in in_jit)
-    named = sum(wt for n, wt in in_jit if not re.fullmatch(r"0x[0-9a-f]+", n))
-    reach = sum(wt for _, _, names, wt in samples if "_start" in names)
-    fib = sum(wt for n, _, _, wt in samples if n.startswith("JS:*fib "))
+    named = sum(wt for n, wt in in_jit if not ADDRESS.fullmatch(n))
+    reach = sum(wt for names, _, wt in samples if "_start" in names)
+    fib = sum(wt for names, _, wt in samples if names[-1].startswith("JS:*fib "))
     t.note(f"fxagent: {total} samples, {jit_n} in JIT code, {named} of them named; "
            f"{reach} reach _start; JS:*fib self {fib}")
     t.require(jit_n >= 20, f"only {jit_n} samples in JIT code: fib did not run compiled?")
     t.check(named >= 0.95 * jit_n, f"{named} of {jit_n} JIT samples named from the perf map")
     t.check(reach >= 0.95 * total, f"{reach} of {total} stacks reach _start")
 
-    perf_n, shares = perf_shares(t, data)
+    perf_n, shares = fxtest.perf_self_shares(t, data)
     perf_fib = sum(v for k, v in shares.items() if k.startswith("JS:*fib "))
     ours = 100.0 * fib / max(total, 1)
     tol = fxtest.diff_tol(ours, total, perf_fib, perf_n)
@@ -152,14 +100,10 @@ def body(t):
                 if tag == "stale":  # written an hour before the process started
                     os.utime(planted, (time.time() - 3600, time.time() - 3600))
             prof = t.record(f"node-{tag}", 1, pids=[w.pid])
-            status = prof.data["meta"]["fxagent"].get("symbols", {})
-            st = next((v for k, v in status.items() if k.startswith(f"[jit pid {w.pid}]")),
-                      None)
+            st = jit_status(prof, w.pid)
             t.check(st and st.startswith(want), f"map {tag}: the JIT lib says {st!r}")
-            lib = jit_lib(prof, w.pid)
-            names = {n for n, lb, _, _ in leaves(prof, w.pid) if lb == lib}
-            t.check(names and all(re.fullmatch(r"0x[0-9a-f]+", n) for n in names),
-                    f"map {tag}: JIT frames were named: {sorted(names)[:5]}")
+            frames, named = jit_named(prof, w.pid)
+            t.check(frames and not named, f"map {tag}: {named} of {frames} JIT frames named")
             t.note(f"map {tag}: {st}")
     finally:
         if os.path.lexists(planted):

@@ -15,10 +15,10 @@ pyenv's 3.12 is not installed.
 
 import glob
 import os
-import re
 import time
 
 import fxtest
+from fxjit import jit_named, jit_status, stacks
 
 SECONDS = 3
 FIB_PY = """\
@@ -44,13 +44,6 @@ def python312():
     return None
 
 
-def jit_status(prof, pid):
-    for k, v in prof.data["meta"]["fxagent"].get("symbols", {}).items():
-        if k.startswith(f"[jit pid {pid}]"):
-            return v
-    return None
-
-
 def body(t):
     py = python312()
     if not py:
@@ -66,29 +59,17 @@ def body(t):
 
     st = jit_status(prof, w.pid)
     t.check(st == "perf map", f"the JIT lib's names come from {st!r}, want 'perf map'")
-    s = prof.data["shared"]
-    ft, fu, rt, strs = s["frameTable"], s["funcTable"], s["resourceTable"], s["stringArray"]
-    lib = next((i for i, lb in enumerate(prof.data["libs"])
-                if lb["name"] == f"[jit pid {w.pid}]"), None)
-    total = with_fib = jit_frames = jit_named = 0
-    for th in prof.threads_of(w.pid):
-        for stack, wt in prof.samples(th):
-            frames = prof.stack_frames(stack)
-            names = [strs[fu["name"][ft["func"][f]]] for f in frames]
-            total += wt
-            with_fib += wt if any(n.startswith("py::fib:") and n.endswith("fib.py")
-                                  for n in names) else 0
-            for f, n in zip(frames, names):
-                res = fu["resource"][ft["func"][f]]
-                if res is not None and res >= 0 and rt["lib"][res] == lib:
-                    jit_frames += wt
-                    jit_named += wt if not re.fullmatch(r"0x[0-9a-f]+", n) else 0
+    samples = stacks(prof, w.pid)
+    total = sum(wt for *_, wt in samples)
+    with_fib = sum(wt for names, _, wt in samples
+                   if any(n.startswith("py::fib:") and n.endswith("fib.py") for n in names))
+    jit_frames, jit_named_n = jit_named(prof, w.pid)
     t.note(f"python {os.path.basename(py)}: {total} samples, {with_fib} with py::fib; "
-           f"{jit_named} of {jit_frames} JIT frames named")
+           f"{jit_named_n} of {jit_frames} JIT frames named")
     t.require(total >= 20, f"only {total} samples of the interpreter")
     t.check(with_fib >= 0.95 * total, f"{with_fib} of {total} stacks hold py::fib")
-    t.check(jit_frames and jit_named == jit_frames,
-            f"{jit_named} of {jit_frames} JIT frames named from the perf map")
+    t.check(jit_frames and jit_named_n == jit_frames,
+            f"{jit_named_n} of {jit_frames} JIT frames named from the perf map")
 
 
 if __name__ == "__main__":

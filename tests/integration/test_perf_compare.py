@@ -4,9 +4,6 @@ span: hot_a's and hot_b's shares agree within 5 points (or 3.5 standard errors
 of the difference of two samplings when the process got few samples), and so
 (within 15%) do the sample counts."""
 
-import os
-import re
-import subprocess
 import time
 
 import fxtest
@@ -17,30 +14,10 @@ SECONDS = 5
 def body(t):
     w = t.workload("fx-hot-ab", SECONDS + 30)
     time.sleep(0.3)
-    data = os.path.join(t.work, "perf.data")
-    perf = t.spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "-g",
-                    "-p", str(w.pid), "-o", data, "--", "sleep", str(SECONDS)],
-                   stdout=subprocess.DEVNULL, stderr=open(os.path.join(t.work, "perf.log"), "w"))
-    prof = t.record("agent", SECONDS, pids=[w.pid])
-    try:
-        t.require(perf.wait(timeout=30) == 0, f"perf record exited {perf.returncode}; see perf.log")
-    except subprocess.TimeoutExpired:
-        raise fxtest.Stop("perf record did not end")
+    prof, data = t.record_beside_perf("agent", SECONDS, w.pid)
     t.kill_processes()
 
-    rep = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children",
-                          "--sort", "sym", "-g", "none"], capture_output=True, text=True,
-                         timeout=120)
-    t.save("perf-report.txt", rep.stdout + rep.stderr)
-    t.require(rep.returncode == 0, f"perf report exited {rep.returncode}")
-    m = re.search(r"^# Samples: (\d+)", rep.stdout, re.M)
-    t.require(m, "perf report: no '# Samples:' line")
-    perf_n = int(m.group(1))
-    perf_pct = {}
-    for line in rep.stdout.splitlines():
-        m = re.match(r"\s*([\d.]+)%\s+\[[.k]\]\s+(\S+)", line)
-        if m:
-            perf_pct[m.group(2)] = float(m.group(1))
+    perf_n, perf_pct = fxtest.perf_self_shares(t, data)
 
     ths = prof.threads_of(w.pid)
     t.require(ths, f"fxagent: no thread of pid {w.pid}")

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: MIT
+"""What the JIT tests read from a profile: a process's JIT lib ("[jit pid
+N]"), where its names came from, and its samples' stacks by name."""
+
+import re
+
+ADDRESS = re.compile(r"0x[0-9a-f]+")
+
+
+def jit_lib(prof, pid):
+    """The index of @pid's JIT lib in the profile's libs, or None."""
+    for i, lib in enumerate(prof.data["libs"]):
+        if lib["name"] == f"[jit pid {pid}]":
+            return i
+    return None
+
+
+def jit_status(prof, pid):
+    """Where the names of @pid's JIT lib came from (meta.fxagent.symbols), or None."""
+    for k, v in prof.data["meta"]["fxagent"].get("symbols", {}).items():
+        if k.startswith(f"[jit pid {pid}]"):
+            return v
+    return None
+
+
+def stacks(prof, pid):
+    """[(names outermost first, lib of each frame, weight)] of @pid's samples
+    with a stack."""
+    s = prof.data["shared"]
+    ft, fu, rt, strs = s["frameTable"], s["funcTable"], s["resourceTable"], s["stringArray"]
+    out = []
+    for th in prof.threads_of(pid):
+        for stack, w in prof.samples(th):
+            frames = prof.stack_frames(stack)
+            if not frames:
+                continue
+            names, libs = [], []
+            for f in frames:
+                names.append(strs[fu["name"][ft["func"][f]]])
+                res = fu["resource"][ft["func"][f]]
+                libs.append(rt["lib"][res] if res is not None and res >= 0 else None)
+            out.append((names, libs, w))
+    return out
+
+
+def jit_named(prof, pid):
+    """(frames in @pid's JIT code, those of them named, not an address),
+    counted by sample weight."""
+    lib = jit_lib(prof, pid)
+    frames = named = 0
+    for names, libs, w in stacks(prof, pid):
+        for n, lb in zip(names, libs):
+            if lb is not None and lb == lib:
+                frames += w
+                named += w if not ADDRESS.fullmatch(n) else 0
+    return frames, named
