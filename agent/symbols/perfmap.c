@@ -245,7 +245,7 @@ int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owne
 	snprintf(path, sizeof(path), "%s/%d/status", proc_root, (int)pid);
 	f = fopen(path, "re");
 	if (!f)
-		return -errno;
+		return errno == ENOENT ? -ESRCH : -errno;
 	while (fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, "Uid:", 4)) {
 			uid = strtoll(line + 4, NULL, 10);
@@ -299,6 +299,8 @@ const char *fx_perfmap_why(int err)
 		return "older than the process (a reused pid's)";
 	case -EFBIG:
 		return "over 512 MiB";
+	case -ESRCH:
+		return "the process exited before its window was written";
 	default:
 		return strerror(-err);
 	}

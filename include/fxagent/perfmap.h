@@ -53,7 +53,7 @@ struct fx_perfmap_owner {
 
 /* Reads what fx_perfmap_open() needs of process @pid from @proc_root
  * (/proc): its namespace pid (the last of NStgid), real uid and start time.
- * Returns 0 or -errno (-ENOENT: the process is gone). */
+ * Returns 0 or -errno (-ESRCH: the process is gone). */
 int fx_perfmap_owner_of(const char *proc_root, pid_t pid, struct fx_perfmap_owner *out);
 
 /* Opens and checks the perf map of @o's process. Returns the fd, or -ENOENT
