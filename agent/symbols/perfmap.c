@@ -96,14 +96,37 @@ static size_t lower_bound(const uint64_t *addrs, size_t n, uint64_t a)
 	return lo;
 }
 
+int fx_perfmap_cover(const uint64_t *addrs, size_t n, struct fx_perfmap_hit *out, uint64_t start,
+		     uint64_t size, const char *name, size_t len)
+{
+	struct name_ref *r = NULL;
+	uint64_t last;
+
+	if (!size)
+		return 0;
+	last = size - 1 > UINT64_MAX - start ? UINT64_MAX : start + (size - 1);
+	for (size_t i = lower_bound(addrs, n, start); i < n && addrs[i] <= last; i++) {
+		if (!r) {
+			r = malloc(sizeof(*r) + len + 1);
+			if (!r)
+				return -ENOMEM;
+			r->refs = 0;
+			memcpy(r->s, name, len);
+			r->s[len] = '\0';
+		}
+		name_put(out[i].name);
+		r->refs++;
+		out[i] = (struct fx_perfmap_hit){ .start = start, .size = size, .name = r->s };
+	}
+	return 0;
+}
+
 /* One line without its newline. Returns 0 or -ENOMEM. */
 static int take_line(const char *s, size_t len, const uint64_t *addrs, size_t n,
 		     struct fx_perfmap_hit *out, struct fx_perfmap_stats *st)
 {
 	const char *p = s, *end = s + len, *name;
-	uint64_t start, size, last;
-	struct name_ref *r = NULL;
-	size_t i;
+	uint64_t start, size;
 
 	st->lines++;
 	if (len && end[-1] == '\r')
@@ -116,23 +139,7 @@ static int take_line(const char *s, size_t len, const uint64_t *addrs, size_t n,
 	name = skip_blanks(p, end);
 	if (name == end || memchr(name, '\0', (size_t)(end - name)))
 		goto bad;
-	if (!size)
-		return 0;
-	last = size - 1 > UINT64_MAX - start ? UINT64_MAX : start + (size - 1);
-	for (i = lower_bound(addrs, n, start); i < n && addrs[i] <= last; i++) {
-		if (!r) {
-			r = malloc(sizeof(*r) + (size_t)(end - name) + 1);
-			if (!r)
-				return -ENOMEM;
-			r->refs = 0;
-			memcpy(r->s, name, (size_t)(end - name));
-			r->s[end - name] = '\0';
-		}
-		name_put(out[i].name);
-		r->refs++;
-		out[i] = (struct fx_perfmap_hit){ .start = start, .size = size, .name = r->s };
-	}
-	return 0;
+	return fx_perfmap_cover(addrs, n, out, start, size, name, (size_t)(end - name));
 bad:
 	st->skipped++;
 	return 0;
@@ -306,10 +313,26 @@ const char *fx_perfmap_why(int err)
 	}
 }
 
+int fx_perfmap_check_fd(int fd, const struct fx_perfmap_owner *o)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if ((st.st_uid != o->uid && st.st_uid != 0) || (st.st_mode & S_IWOTH))
+		return -EPERM;
+	if ((int64_t)st.st_mtime + 1 < o->start_s)
+		return -ESTALE;
+	if ((uint64_t)st.st_size > FX_PERFMAP_MAX_BYTES)
+		return -EFBIG;
+	return 0;
+}
+
 int fx_perfmap_open(const struct fx_perfmap_owner *o)
 {
 	char path[PATH_MAX], name[64];
-	struct stat st;
 	int root, tmp, fd, err = 0;
 
 	/* The process's root, then its tmp/ without following a symlink there
@@ -333,16 +356,7 @@ int fx_perfmap_open(const struct fx_perfmap_owner *o)
 		return err;
 	}
 	close(tmp);
-	if (fstat(fd, &st) < 0)
-		err = -errno;
-	else if (!S_ISREG(st.st_mode))
-		err = -EINVAL;
-	else if ((st.st_uid != o->uid && st.st_uid != 0) || (st.st_mode & S_IWOTH))
-		err = -EPERM;
-	else if ((int64_t)st.st_mtime + 1 < o->start_s)
-		err = -ESTALE;
-	else if ((uint64_t)st.st_size > FX_PERFMAP_MAX_BYTES)
-		err = -EFBIG;
+	err = fx_perfmap_check_fd(fd, o);
 	if (err) {
 		close(fd);
 		return err;

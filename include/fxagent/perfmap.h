@@ -76,6 +76,16 @@ int fx_perfmap_parse(const char *buf, size_t len, const uint64_t *addrs, size_t 
 int fx_perfmap_read(int fd, const uint64_t *addrs, size_t n, struct fx_perfmap_hit *out,
 		    struct fx_perfmap_stats *st);
 
+/* Sets @out[i] for each of the @n sorted @addrs that [@start, @start +
+ * @size) covers to that range and a copy of @name (@len bytes), replacing
+ * what was there: one copy, shared by those hits. Returns 0 or -ENOMEM. */
+int fx_perfmap_cover(const uint64_t *addrs, size_t n, struct fx_perfmap_hit *out, uint64_t start,
+		     uint64_t size, const char *name, size_t len);
+
+/* Checks an open file of @o's process as fx_perfmap_open() does. Returns 0
+ * or its -errno. */
+int fx_perfmap_check_fd(int fd, const struct fx_perfmap_owner *o);
+
 /* Frees the names of @n hits. */
 void fx_perfmap_hits_free(struct fx_perfmap_hit *hits, size_t n);
 
