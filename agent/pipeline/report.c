@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "fxagent/log.h"
+#include "fxagent/jitdump.h"
 #include "fxagent/perfmap.h"
 
 /* Strings made here for kernel and unknown frames, freed together. */
@@ -145,32 +146,101 @@ static void set_lib_symbols(struct ctx *c, int lib, const struct fx_elf_source *
 		c->libs[lib].debug_path = dpath;
 }
 
+/* Names from the perf map of @own's process, for the addresses the
+ * jitdump left unnamed (all of them without one). Returns 0, 1 when the map
+ * named some, or what fx_perfmap_open() or the read returned. */
+static int perfmap_names(const struct fx_perfmap_owner *own, const uint64_t *addrs, size_t n,
+			 struct fx_perfmap_hit *hits)
+{
+	struct fx_perfmap_stats ps = { 0 };
+	struct fx_perfmap_hit *more;
+	uint64_t *left;
+	size_t nleft = 0, named = 0;
+	int fd, ret;
+
+	for (size_t k = 0; k < n; k++)
+		nleft += !hits[k].name;
+	if (!nleft)
+		return 0;
+	fd = fx_perfmap_open(own);
+	if (fd < 0)
+		return fd;
+	left = malloc(nleft * sizeof(*left));
+	more = calloc(nleft, sizeof(*more));
+	ret = left && more ? 0 : -ENOMEM;
+	for (size_t k = 0, i = 0; k < n && ret == 0; k++)
+		if (!hits[k].name)
+			left[i++] = addrs[k];
+	if (ret == 0)
+		ret = fx_perfmap_read(fd, left, nleft, more, &ps);
+	for (size_t k = 0, i = 0; k < n && ret == 0; k++) {
+		if (hits[k].name)
+			continue;
+		hits[k] = more[i];
+		named += more[i].name != NULL;
+		more[i++].name = NULL; /* now the hit's */
+	}
+	close(fd);
+	if (more)
+		fx_perfmap_hits_free(more, nleft);
+	free(more);
+	free(left);
+	return ret < 0 ? ret : named > 0;
+}
+
+/* Reads the names of @n sorted @addrs of @pid's JIT code into @hits: from
+ * its jitdump, and from its perf map what the jitdump does not name (runtimes
+ * buffer their jitdump: its last records reach the file later, the perf map
+ * line by line). Returns where they came from ("jitdump", "perf map", both)
+ * or why there were none, in words. */
+static const char *read_jit_names(struct ctx *c, uint32_t pid, const uint64_t *addrs, size_t n,
+				  struct fx_perfmap_hit *hits)
+{
+	struct fx_perfmap_owner own;
+	int jd, pm, ret;
+
+	if (!c->in->jit)
+		return "JIT names off (symbolization.jit)";
+	ret = fx_perfmap_owner_of("/proc", (pid_t)pid, &own);
+	if (ret < 0)
+		return strings_add(&c->strs, "perf map not read: %s", fx_perfmap_why(ret));
+	jd = fx_jitdump_open(&own);
+	if (jd >= 0) {
+		struct fx_jitdump_stats js = { 0 };
+
+		ret = fx_jitdump_names(jd, NULL, 0, addrs, n, hits, &js);
+		close(jd);
+		if (ret < 0)
+			return strings_add(&c->strs, "jitdump not read: %s", strerror(-ret));
+		return perfmap_names(&own, addrs, n, hits) == 1 ? "jitdump, perf map" : "jitdump";
+	}
+	pm = perfmap_names(&own, addrs, n, hits);
+	if (pm >= 0)
+		return "perf map";
+	/* A jitdump refused says more than a perf map absent. */
+	if (jd != -ENOENT && jd != -EAGAIN && pm == -ENOENT)
+		return strings_add(&c->strs, "jitdump not read: %s",
+				   jd == -EBADMSG ? "not a jitdump of the process"
+						  : fx_perfmap_why(jd));
+	if (pm == -ENOENT)
+		return "no perf map or jitdump (start the runtime with one on: see "
+		       "docs/usage.md)";
+	return strings_add(&c->strs, "perf map not read: %s", fx_perfmap_why(pm));
+}
+
 /* The frames of a process's JIT code, @idx[0..n) sorted by address: named
- * from its perf map as it is at the window's end (runtimes reuse freed
- * code; the window's frames are recent). */
+ * from its jitdump or perf map as it is at the window's end (runtimes reuse
+ * freed code; the window's frames are recent). */
 static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_t *idx, size_t n,
 			uint64_t *addrs)
 {
 	struct fx_perfmap_hit *hits = calloc(n + 1, sizeof(*hits));
-	struct fx_perfmap_stats ps = { 0 };
-	struct fx_perfmap_owner own;
-	int lib = lib_for_object(c, ob), fd = -ENOMEM;
+	int lib = lib_for_object(c, ob);
 
 	for (size_t k = 0; k < n; k++)
 		addrs[k] = c->in->window->frames[idx[k]].addr;
-	if (!c->in->jit)
-		fd = -ENOTSUP;
-	else if (hits) {
-		fd = fx_perfmap_owner_of("/proc", (pid_t)ob->jit_pid, &own);
-		if (fd == 0)
-			fd = fx_perfmap_open(&own);
-	}
-	if (fd >= 0) {
-		int ret = fx_perfmap_read(fd, addrs, n, hits, &ps);
-
-		close(fd);
-		fd = ret < 0 ? ret : 0;
-	}
+	c->libs[lib].symbols = hits ? read_jit_names(c, ob->jit_pid, addrs, n, hits)
+				    : "perf map not read: out of memory";
 	for (size_t k = 0; k < n; k++) {
 		const char *name = hits && hits[k].name ? hits[k].name : NULL;
 
@@ -180,12 +250,6 @@ static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_
 			     : strings_add(&c->strs, "0x%" PRIx64, addrs[k]),
 			addrs[k]);
 	}
-	c->libs[lib].symbols = fd == 0		? "perf map"
-			       : fd == -ENOTSUP ? "JIT names off (symbolization.jit)"
-			       : fd == -ENOENT	? "no perf map (start the runtime with its perf "
-						  "map on: see docs/usage.md)"
-						: strings_add(&c->strs, "perf map not read: %s",
-							      fx_perfmap_why(fd));
 	if (hits)
 		fx_perfmap_hits_free(hits, n);
 	free(hits);
