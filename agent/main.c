@@ -636,6 +636,10 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 			ds.left_no_rule, ds.left_register, (double)ts.peak_bytes / 1024.0,
 			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table,
 			ts.row_capped);
+		if (ds.jit_by_cfi || ds.jit_by_fp)
+			fx_info("stats: JIT frames walked by their runtime's CFI %" PRIu64
+				", by frame pointers %" PRIu64,
+				ds.jit_by_cfi, ds.jit_by_fp);
 		if (ds.check_samples)
 			fx_info("stats: unwind check: %" PRIu64 " of %" PRIu64
 				" samples the same as libdwfl's, %" PRIu64 " of %" PRIu64

@@ -113,6 +113,7 @@ static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c
 	const struct fx_dwunwind *dw = p->unwinder ? fx_unwind_dwarf(p->unwinder) : NULL;
 	struct fx_dwunwind_stats ds;
 	struct fx_cfitab_stats ts;
+	struct fx_jitunw_stats js;
 
 	fx_procs_get_stats(p->procs, &c->procs);
 	c->unwind = dw != NULL;
@@ -126,6 +127,10 @@ static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c
 		c->cfi_tables = ts.objects;
 		c->cfi_bytes = ts.bytes;
 		c->cfi_evicted += ts.evicted + ts.idle_dropped;
+		fx_dwunwind_jit_stats(dw, &js);
+		c->jit_ranges = js.ranges;
+		c->jit_bytes = js.bytes;
+		c->jit_dropped = js.idle_dropped + js.over_bound;
 	}
 }
 
@@ -291,6 +296,7 @@ static int open_sampling(struct fx_pipeline *p)
 				     .kernel = cfg->sampling.kernel_stacks,
 				     .max_procs = UNWIND_CACHE_PROCS,
 				     .engine = (enum fx_dwunwind_engine)cfg->sampling.dwarf_engine,
+				     .jit = cfg->symbolization.jit,
 				     .objs = p->objs };
 	struct fx_recorder_opts ro = { .include_idle = cfg->sampling.include_idle,
 				       .pids = p->opts.pids,

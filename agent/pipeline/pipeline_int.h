@@ -76,6 +76,8 @@ struct sampler_caches {
 	uint64_t unwind_evicted; /* states dropped for its bound or as idle, every unwinder */
 	/* Its compiled CFI tables (cfitab.h): held, bytes, dropped. */
 	uint64_t cfi_tables, cfi_bytes, cfi_evicted;
+	/* JIT code's rules from jitdumps (jitunw.h): ranges, bytes, dropped. */
+	uint64_t jit_ranges, jit_bytes, jit_dropped;
 };
 
 /* One target's closed window. */

@@ -25,7 +25,7 @@
 #include "pipeline_int.h"
 
 /* The caches of the metrics file (cache_figures). */
-#define MAX_CACHES 9
+#define MAX_CACHES 10
 
 struct publisher {
 	struct fx_pipeline *p;
@@ -357,6 +357,8 @@ static size_t cache_figures(const struct publisher *pub, const struct batch *b,
 						    sc->unwind_evicted };
 		c[n++] = (struct fx_metrics_cache){ "cfi_tables", sc->cfi_tables, sc->cfi_bytes,
 						    true, sc->cfi_evicted };
+		c[n++] = (struct fx_metrics_cache){ "jit_cfi", sc->jit_ranges, sc->jit_bytes, true,
+						    sc->jit_dropped };
 	}
 	if (pub->ks)
 		c[n++] = (struct fx_metrics_cache){ "kallsyms", fx_kallsyms_count(pub->ks),

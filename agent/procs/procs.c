@@ -290,7 +290,7 @@ static uint32_t object_for(struct fx_procs *p, const struct fx_mapping_info *m, 
 	if (strcmp(m->path, "[heap]") == 0 || strcmp(m->path, "[stack]") == 0)
 		return FX_OBJ_UNKNOWN;
 	/* Anonymous code ("" in maps, "//anon" in records, "[anon:NAME]"):
-	 * a JIT's, named from the process's perf map by absolute address. */
+	 * a JIT's, named from the process's jitdump or perf map by absolute address. */
 	if (!m->path[0] || strncmp(m->path, "//anon", 6) == 0 ||
 	    strncmp(m->path, "[anon", 5) == 0) {
 		id = fx_objects_intern_jit(p->objs, m->pid);

@@ -528,6 +528,96 @@ entry:
 	return 0;
 }
 
+/* Where the code is put in the image built for libdw: any address would do,
+ * the CFI's pointers being relative. */
+#define JIT_CODE_AT 0x100000u
+
+int fx_cfitab_compile_jit(const uint8_t *eh, size_t eh_len, const uint8_t *hdr, size_t hdr_len,
+			  uint64_t code_size, struct fx_cfi_row *rows, size_t cap)
+{
+	static const char names[] = "\0.eh_frame\0.shstrtab";
+	size_t shoff = (sizeof(Elf64_Ehdr) + eh_len + sizeof(names) + 7) & ~(size_t)7;
+	size_t size = shoff + 3 * sizeof(Elf64_Shdr), n = 0;
+	int32_t eh_ptr, code_rel;
+	uint64_t hdr_at, at = JIT_CODE_AT;
+	Elf64_Ehdr *e;
+	Elf64_Shdr *sh;
+	Dwarf_CFI *cfi;
+	char *image;
+	Elf *elf;
+
+	/* {version 1, eh_frame_ptr pcrel|sdata4, fde_count udata4, table
+	 * datarel|sdata4}, the pointer, the count, the first entry's start. */
+	if (hdr_len < 20 || hdr[0] != 1 || hdr[1] != 0x1b || hdr[2] != 0x03 || hdr[3] != 0x3b ||
+	    !eh_len || eh_len > (64u << 10) || !code_size || code_size > UINT32_MAX || !cap)
+		return -EINVAL;
+	memcpy(&eh_ptr, hdr + 4, 4);
+	memcpy(&code_rel, hdr + 12, 4);
+	/* The header is at code + -code_rel; .eh_frame at header + 4 + eh_ptr. */
+	hdr_at = JIT_CODE_AT - (int64_t)code_rel;
+	image = calloc(1, size);
+	if (!image)
+		return -ENOMEM;
+	e = (Elf64_Ehdr *)image;
+	memcpy(e->e_ident, ELFMAG, SELFMAG);
+	e->e_ident[EI_CLASS] = ELFCLASS64;
+	e->e_ident[EI_DATA] = ELFDATA2LSB;
+	e->e_ident[EI_VERSION] = EV_CURRENT;
+	e->e_type = ET_DYN;
+	e->e_machine = EM_X86_64;
+	e->e_version = EV_CURRENT;
+	e->e_ehsize = sizeof(*e);
+	e->e_shoff = shoff;
+	e->e_shentsize = sizeof(Elf64_Shdr);
+	e->e_shnum = 3;
+	e->e_shstrndx = 2;
+	memcpy(image + sizeof(*e), eh, eh_len);
+	memcpy(image + sizeof(*e) + eh_len, names, sizeof(names));
+	sh = (Elf64_Shdr *)(image + shoff);
+	sh[1] = (Elf64_Shdr){ .sh_name = 1,
+			      .sh_type = SHT_PROGBITS,
+			      .sh_flags = SHF_ALLOC,
+			      .sh_addr = hdr_at + 4 + (int64_t)eh_ptr,
+			      .sh_offset = sizeof(*e),
+			      .sh_size = eh_len,
+			      .sh_addralign = 8 };
+	sh[2] = (Elf64_Shdr){ .sh_name = 11,
+			      .sh_type = SHT_STRTAB,
+			      .sh_offset = sizeof(*e) + eh_len,
+			      .sh_size = sizeof(names),
+			      .sh_addralign = 1 };
+	fx_elf_init();
+	elf = elf_memory(image, size);
+	cfi = elf ? dwarf_getcfi_elf(elf) : NULL;
+	while (cfi && at < JIT_CODE_AT + code_size && n < cap) {
+		Dwarf_Frame *f = NULL;
+		Dwarf_Addr s, end;
+		uint32_t rule = RULE_NONE;
+		struct fx_cfi_rule r;
+
+		if (dwarf_cfi_addrframe(cfi, at, &f) != 0 ||
+		    dwarf_frame_info(f, &s, &end, NULL) < 0 || end <= at) {
+			free(f);
+			end = JIT_CODE_AT + code_size;
+		} else {
+			rule = compile_rule(f);
+			free(f);
+		}
+		decode(rule, &r);
+		if (!n || memcmp(&rows[n - 1].rule, &r, sizeof(r)))
+			rows[n++] = (struct fx_cfi_row){ (uint32_t)(at - JIT_CODE_AT), r };
+		at = end;
+	}
+	if (cfi)
+		dwarf_cfi_end(cfi);
+	if (elf)
+		elf_end(elf);
+	free(image);
+	if (!cfi)
+		return -EINVAL;
+	return (int)n;
+}
+
 void fx_cfitab_set_now(struct fx_cfitab *t, uint64_t now)
 {
 	t->now = now;

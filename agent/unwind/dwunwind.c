@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "fxagent/elf.h"
+#include "fxagent/jitunw.h"
 #include "fxagent/log.h"
 #include "fxagent/window.h"
 
@@ -43,6 +44,7 @@ struct sample_ctx {
 	 * marks the outermost frame: a read past the end of the copy is how we
 	 * tell the two apart. */
 	bool read_beyond;
+	uint64_t now; /* CLOCK_MONOTONIC ns at the start of the walk */
 };
 
 struct entry {
@@ -65,6 +67,8 @@ struct fx_dwunwind {
 	const struct fx_objects *objs;
 	enum fx_dwunwind_engine engine;
 	struct fx_cfitab *tables;
+	struct fx_jitunw *jit;
+	bool jit_on;
 	uint32_t hist[HIST_BUCKETS + 1]; /* unwind times, HIST_STEP_NS wide */
 	struct entry *v;
 	size_t n, max;
@@ -332,7 +336,8 @@ struct fx_dwunwind *fx_dwunwind_new(const struct fx_objects *objs, size_t max_pr
 	d->max = max_procs ? max_procs : 1;
 	d->v = calloc(d->max, sizeof(*d->v));
 	d->tables = fx_cfitab_new(objs, FX_DWUNWIND_TABLE_BYTES);
-	if (!d->v || !d->tables) {
+	d->jit = fx_jitunw_new();
+	if (!d->v || !d->tables || !d->jit) {
 		fx_dwunwind_free(d);
 		return NULL;
 	}
@@ -347,6 +352,7 @@ void fx_dwunwind_free(struct fx_dwunwind *d)
 		entry_clear(&d->v[i]);
 	free(d->v);
 	fx_cfitab_free(d->tables);
+	fx_jitunw_free(d->jit);
 	free(d);
 }
 
@@ -367,11 +373,18 @@ size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark)
 	}
 	d->stats.idle_dropped += n;
 	fx_cfitab_drop_idle(d->tables, mark);
+	fx_jitunw_drop_idle(d->jit, mark);
 	return n;
+}
+
+void fx_dwunwind_set_jit(struct fx_dwunwind *d, bool on)
+{
+	d->jit_on = on;
 }
 
 void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid)
 {
+	fx_jitunw_forget(d->jit, pid);
 	for (size_t i = 0; i < d->n; i++) {
 		if (d->v[i].pid == pid && d->v[i].dwfl) {
 			entry_clear(&d->v[i]); /* the slot is free for the next process */
@@ -413,19 +426,49 @@ static bool stack_read(struct sample_ctx *c, uint64_t addr, uint64_t *out)
 
 #define WALK_FALLBACK 1
 
+/* The rule of JIT code (a process's anonymous executable memory, object
+ * @object) at @pc: from its runtime's unwinding information (JIT_CFI), else
+ * by frame pointers (JIT_FP: CFA = rbp + 16, the caller's rbp at CFA - 16),
+ * as V8 and the JVM with -XX:+PreserveFramePointer keep them. 0: not JIT
+ * code. */
+enum { JIT_CFI = 1, JIT_FP = 2 };
+
+#define FP_RULE ((struct fx_cfi_rule){ .kind = FX_CFI_FP, .reg = 6, .off = 16, .rbp = -16 })
+
+static int jit_rule(struct fx_dwunwind *d, const struct fx_proc *proc, uint32_t object, uint64_t pc,
+		    uint64_t now, struct fx_cfi_rule *r)
+{
+	const struct fx_object *ob = fx_objects_get(d->objs, object);
+
+	if (!ob || !ob->jit_pid)
+		return 0;
+	if (d->jit_on && fx_jitunw_find(d->jit, proc->pid, proc->image, pc, now, r) == 0) {
+		d->stats.jit_by_cfi++;
+		return JIT_CFI;
+	}
+	*r = FP_RULE;
+	d->stats.jit_by_fp++;
+	return JIT_FP;
+}
+
 /* Walks the stack with the compiled rules, as libdwfl would: the same
  * frames, and the same end (0: the return address was undefined or could
  * not be read; -1: an error). Returns WALK_FALLBACK, with nothing kept, at
- * the first frame the rules cannot take. */
+ * the first frame the rules cannot take; but once a frame of JIT code was
+ * walked by its runtime's CFI, which libdwfl does not have, the frames so
+ * far are kept (-1), and a frame found by a frame-pointer guess that leads
+ * nowhere is dropped. */
 static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct sample_ctx *c)
 {
 	uint64_t pc = c->regs[16], sp = c->regs[7], bp = c->regs[6];
-	bool bp_known = true;
+	bool bp_known = true, jit_cfi = false, guessed = false;
+	int give_up = WALK_FALLBACK;
 
 	for (bool first = true;; first = false) {
 		uint64_t look = first ? pc : pc - 1, off, base, cfa, ra, v = 0;
 		struct fx_cfi_rule r;
 		uint32_t object;
+		int jit = 0;
 
 		if (c->n == c->cap) {
 			c->full = true;
@@ -434,15 +477,30 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 		c->ips[c->n++] = look;
 		if (!fx_procs_resolve(proc, look, &object, &off)) {
 			d->stats.left_no_map++;
-			return WALK_FALLBACK;
+			if (guessed && jit_cfi)
+				c->n--;
+			return give_up;
 		}
-		if (fx_cfitab_find(d->tables, object, off, &r) < 0) {
+		guessed = false;
+		if (fx_cfitab_find(d->tables, object, off, &r) < 0 &&
+		    !(jit = jit_rule(d, proc, object, look, c->now, &r))) {
 			d->stats.left_no_table++;
-			return WALK_FALLBACK;
+			return give_up;
+		}
+		if (jit == JIT_CFI && !jit_cfi) {
+			jit_cfi = true;
+			give_up = -1;
+		}
+		if (r.kind == FX_CFI_NONE && jit_cfi) {
+			/* Code without CFI called by JIT code (V8's builtins in
+			 * node's text): libdwfl would lose the JIT frames, so
+			 * frame pointers, as for JIT code without CFI. */
+			r = FP_RULE;
+			d->stats.jit_by_fp++;
 		}
 		if (r.kind == FX_CFI_NONE) {
 			d->stats.left_no_rule++;
-			return WALK_FALLBACK;
+			return give_up;
 		}
 		if (r.kind == FX_CFI_OUTERMOST)
 			return 0;
@@ -451,17 +509,26 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 		} else {
 			if (r.reg == 7)
 				base = sp;
+			else if (r.kind == FX_CFI_FP && !bp_known)
+				return give_up;
 			else if (r.reg == 6 && bp_known)
 				base = bp;
 			else if (first)
 				base = c->regs[r.reg];
 			else {
 				d->stats.left_register++;
-				return WALK_FALLBACK; /* a register the rules do not follow */
+				return give_up; /* a register the rules do not follow */
 			}
 			cfa = base + (uint64_t)(int64_t)r.off;
 			if (r.kind == FX_CFI_DEREF && !stack_read(c, cfa, &cfa))
-				return WALK_FALLBACK;
+				return give_up;
+		}
+		/* The stack grows down: a frame pointer that does not climb it
+		 * was not one. */
+		if (r.kind == FX_CFI_FP) {
+			if (cfa <= sp)
+				return give_up;
+			guessed = true;
 		}
 		/* libdwfl takes a return address it cannot read as undefined. */
 		if (!stack_read(c, cfa - 8, &ra) || ra == 0)
@@ -550,10 +617,12 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 	}
 	d->stats.unwinds++;
 	fx_cfitab_set_now(d->tables, ++d->tick);
+	fx_jitunw_set_mark(d->jit, d->tick);
 	c.sp = c.regs[7];
 	c.stack = s->stack;
 	c.stack_len = s->stack ? s->stack_dyn_size : 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	c.now = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
 	if (proc && d->engine != FX_DWUNWIND_LIBDWFL)
 		ret = walk_tables(d, proc, &c);
 	if (ret == WALK_FALLBACK) {
@@ -582,6 +651,11 @@ void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats
 	out->live = 0;
 	for (size_t i = 0; i < d->n; i++)
 		out->live += d->v[i].dwfl != NULL;
+}
+
+void fx_dwunwind_jit_stats(const struct fx_dwunwind *d, struct fx_jitunw_stats *out)
+{
+	fx_jitunw_get_stats(d->jit, out);
 }
 
 void fx_dwunwind_table_stats(const struct fx_dwunwind *d, struct fx_cfitab_stats *out)

@@ -25,6 +25,7 @@ struct fx_unwinder *fx_unwind_new(const struct fx_unwind_opts *opts)
 			free(u);
 			return NULL;
 		}
+		fx_dwunwind_set_jit(u->dw, opts->jit);
 	}
 	return u;
 }

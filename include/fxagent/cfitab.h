@@ -43,6 +43,8 @@ enum fx_cfi_kind {
 	FX_CFI_PLT = 3,	      /* CFA = rsp + 8, + 8 more when (rip & 15) >= off */
 	FX_CFI_OUTERMOST = 4, /* the return address is undefined, or the entry point:
 			       * the last frame */
+	FX_CFI_FP = 5,	      /* CFA = rbp + off, a guess (JIT code without CFI): the
+			       * walk checks that it climbs the stack */
 };
 
 /* The rule of one address. */
@@ -52,6 +54,24 @@ struct fx_cfi_rule {
 	int32_t off;  /* the CFA's offset (FX_CFI_PLT: the threshold) */
 	int32_t rbp;  /* rbp saved at CFA + rbp; 0: rbp unchanged */
 };
+
+/* A rule from @start on: bytes from the start of a piece of JIT code. */
+struct fx_cfi_row {
+	uint32_t start;
+	struct fx_cfi_rule rule;
+};
+
+/* Compiles the rules of a piece of JIT code of @code_size bytes from the
+ * .eh_frame (@eh, @eh_len) and .eh_frame_hdr (@hdr, @hdr_len) its runtime
+ * wrote for it (a jitdump's CODE_UNWINDING_INFO: laid out after the code,
+ * the header's table giving the code's place). Through libdw, as an
+ * object's rules are; at most @cap rows, equal neighbours merged, a range
+ * without a rule a FX_CFI_NONE row. Returns the count of rows, -EINVAL when
+ * the header is not the usual one (version 1, pc-relative .eh_frame
+ * pointer, a table relative to itself) or libdw cannot read the CFI, or
+ * -ENOMEM. */
+int fx_cfitab_compile_jit(const uint8_t *eh, size_t eh_len, const uint8_t *hdr, size_t hdr_len,
+			  uint64_t code_size, struct fx_cfi_row *rows, size_t cap);
 
 struct fx_cfitab_stats {
 	uint64_t objects;      /* tables held now */

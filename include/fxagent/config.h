@@ -71,9 +71,9 @@ struct fx_config {
 	struct {
 		char *debug_dirs[FX_CONFIG_MAX_DEBUG_DIRS]; /* default { "/usr/lib/debug" } */
 		size_t ndebug_dirs;
-		bool demangle;	     /* default true */
-		bool check_names;    /* judge every name (namecheck.h); default false */
-		bool jit;	     /* name JIT code from perf maps; default true */
+		bool demangle;	  /* default true */
+		bool check_names; /* judge every name (namecheck.h); default false */
+		bool jit;	  /* name and unwind JIT code (jitdumps, perf maps); default true */
 		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 32 MiB */
 		/* debuginfod_urls: servers, space-separated; NULL (not in the
 		 * file): those of DEBUGINFOD_URLS in the environment; "": none. */

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "fxagent/cfitab.h"
+#include "fxagent/jitunw.h"
 #include "fxagent/objects.h"
 #include "fxagent/procs.h"
 #include "fxagent/record.h"
@@ -52,6 +53,9 @@ struct fx_dwunwind_stats {
 	 * .eh_frame_hdr, no fd), with no rule there (no FDE, a signal frame, an
 	 * expression), or a CFA from a register the rules do not follow. */
 	uint64_t left_no_map, left_no_table, left_no_rule, left_register;
+	/* Frames of JIT code walked by its runtime's unwinding information
+	 * (jitunw.h), and by frame pointers where it had none. */
+	uint64_t jit_by_cfi, jit_by_fp;
 	/* FX_DWUNWIND_CHECK: samples compared, those with every frame the
 	 * same (and the same truncation), libdwfl's frames, and of those the
 	 * ones the rules gave too (the same address at the same depth, up to
@@ -84,6 +88,11 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 			const struct fx_record_sample *s, uint64_t *ips, size_t cap,
 			bool *truncated);
 
+/* Whether JIT code's own unwinding information is read from its runtime's
+ * jitdump (jitunw.h; the config's symbolization.jit). Off: JIT code is
+ * walked by frame pointers only. Off at first. */
+void fx_dwunwind_set_jit(struct fx_dwunwind *d, bool on);
+
 /* Drops the Dwfl of @pid (it exited). */
 void fx_dwunwind_forget(struct fx_dwunwind *d, uint32_t pid);
 
@@ -96,6 +105,8 @@ uint64_t fx_dwunwind_mark(const struct fx_dwunwind *d);
 size_t fx_dwunwind_drop_idle(struct fx_dwunwind *d, uint64_t mark);
 
 void fx_dwunwind_get_stats(const struct fx_dwunwind *d, struct fx_dwunwind_stats *out);
+/* The JIT unwinding information's figures (jitunw.h). */
+void fx_dwunwind_jit_stats(const struct fx_dwunwind *d, struct fx_jitunw_stats *out);
 /* The compiled tables' figures. */
 void fx_dwunwind_table_stats(const struct fx_dwunwind *d, struct fx_cfitab_stats *out);
 

@@ -44,7 +44,8 @@ struct fx_object {
 	uint64_t dev, ino;   /* 0 when unknown */
 	bool special;	     /* [vdso] and the like: no file */
 	/* A process's JIT code (its anonymous executable memory): named from
-	 * its perf map; addresses in it are absolute. 0 for other objects. */
+	 * its jitdump or perf map; addresses in it are absolute. 0 for other
+	 * objects. */
 	uint32_t jit_pid;
 };
 

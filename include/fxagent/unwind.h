@@ -33,6 +33,7 @@ struct fx_unwind_opts {
 	const struct fx_objects *objs;	/* FX_UNWIND_DWARF: the objects of the maps */
 	size_t max_procs;		/* FX_UNWIND_DWARF: processes with a cached Dwfl */
 	enum fx_dwunwind_engine engine; /* FX_UNWIND_DWARF: how (dwunwind.h) */
+	bool jit; /* FX_UNWIND_DWARF: read JIT code's unwinding info (jitunw.h) */
 };
 
 struct fx_unwind_result {

@@ -243,7 +243,7 @@ def body(t):
     caches = read_caches(metrics)
     t.note(f"caches: {caches}")
     every = ("symbol_objects", "symbol_dwarf", "symbol_results", "objects", "processes",
-             "threads", "unwind", "cfi_tables")
+             "threads", "unwind", "cfi_tables", "jit_cfi")
     for series in ("fxagent_cache_entries", "fxagent_cache_evictions_total"):
         missing = [c for c in every if c not in caches.get(series, {})]
         t.check(not missing, f"{series}: no series for {missing}")

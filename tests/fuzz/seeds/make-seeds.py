@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Writes the seed inputs of fuzz_record and fuzz_json into ../corpus/.
+"""Writes the seed inputs of fuzz_record, fuzz_json and fuzz_jitdump into ../corpus/.
 
 The formats are described at the top of ../fuzz_record.c and ../fuzz_json.c.
 Run it again after changing them; the output is deterministic.
@@ -314,6 +314,50 @@ def json_seeds():
     return seeds
 
 
+# CPython 3.13.0's unwinding info for its 11-byte trampoline (read from a
+# -X perf_jit dump): .eh_frame (CIE, FDE), then .eh_frame_hdr.
+CPY_EH = bytes.fromhex("1400000000000000017a5200017810011b0c0708900100001400"
+                       "00001c000000d0ffffff0b00000000440e10460e0800")
+CPY_HDR = bytes.fromhex("011b033bccffffff01000000c0ffffffe8ffffff")
+
+
+def jd_header(pid=42):
+    return struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid, 1, 0)
+
+
+def jd_record(rid, body):
+    pad = (8 - (16 + len(body)) % 8) % 8
+    return struct.pack("<IIQ", rid, 16 + len(body) + pad, 1000) + body + bytes(pad)
+
+
+def jd_load(addr, size, index, name):
+    return jd_record(0, struct.pack("<IIQQQQ", 1, 1, addr, addr, size, index) + name + b"\0" +
+                     b"\xcc" * size)
+
+
+def jd_unwind(eh=CPY_EH, hdr=CPY_HDR):
+    return jd_record(4, struct.pack("<QQQ", len(eh) + len(hdr), len(hdr), 80) + eh + hdr)
+
+
+def jitdump_seeds():
+    addrs = struct.pack("<QQQ", 0x7000005, 0x7000115, 0x8000010)
+    cpython = jd_header() + jd_unwind() + jd_load(0x7000000, 11, 1, b"py::fib:/srv/fib.py") + \
+        jd_unwind() + jd_load(0x7000110, 11, 2, b"py::work:/srv/fib.py")
+    v8 = jd_header() + jd_load(0x8000000, 64, 1, b"JS:^fib /srv/fib.js:1:13") + \
+        jd_record(2, struct.pack("<QQ", 0x8000000, 0)) + \
+        jd_load(0x8000000, 32, 2, b"JS:*fib /srv/fib.js:1:13") + \
+        jd_record(1, struct.pack("<IIQQQQQ", 1, 1, 0x7000100, 0x8000000, 0x7000100, 32, 2))
+    seeds = {
+        "cpython": bytes([3]) + addrs + cpython,
+        "v8": bytes([3]) + addrs + v8,
+        "partial": bytes([3]) + addrs + cpython[:-5],
+        "bad-frame": bytes([3]) + addrs + jd_header() + struct.pack("<IIQ", 0, 8, 0) + v8[40:],
+        "bad-cfi": bytes([1]) + addrs[:8] + jd_header() + jd_unwind(CPY_EH[:20], CPY_HDR) +
+        jd_load(0x7000000, 11, 1, b"py::x"),
+    }
+    return seeds
+
+
 def write(sub, seeds):
     d = os.path.join(CORPUS, sub)
     os.makedirs(d, exist_ok=True)
@@ -325,3 +369,4 @@ def write(sub, seeds):
 if __name__ == "__main__":
     write("record", record_seeds())
     write("json", json_seeds())
+    write("jitdump", jitdump_seeds())
