@@ -54,3 +54,22 @@ def jit_named(prof, pid):
                 frames += w
                 named += w if not ADDRESS.fullmatch(n) else 0
     return frames, named
+
+
+def perf_dwarf_reach(t, data, name="_start"):
+    """Of the samples of `perf record --call-graph dwarf` in @data, (how
+    many, how many of their stacks reach the frame @name), from `perf script`."""
+    import subprocess
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True,
+                         text=True, timeout=120)
+    t.require(out.returncode == 0, f"perf script exited {out.returncode}")
+    samples = reach = 0
+    frames = []
+    for ln in out.stdout.splitlines() + [""]:
+        if ln.strip():
+            frames.append(ln.split()[1] if len(ln.split()) > 1 else "")
+        elif frames:
+            samples += 1
+            reach += name in frames
+            frames = []
+    return samples, reach
