@@ -24,13 +24,16 @@ Sections, in order (each also runs alone as `python3 bench/<name>.py`):
   view       fxagent view on 1, 60 and 3600 chunks (60 hosts x 60 minutes)
   rate       a big host's sample rate emulated here: the compiled unwind rules,
              libdwfl and perf record
+  jit        Node, CPython 3.13 and 3.12, Java computing: the agent with JIT
+             names and unwinding (symbolization.jit) on and off, --once and
+             the daemon
 
 bench/s3.py (uploads into and view from a Ceph radosgw) is not a section: it
 starts a Ceph cluster in a network namespace of its own; run it alone.
 
 The default takes about 50 minutes on 2 vCPUs (overhead and output 17,
 scale 6, symbolize 3-4, stripped 0.2, daemon 1, perproc 2, stackcopy 3, upload 1.5,
-view 6, rate 10); --quick about 3-4 minutes (figures too rough to quote). Needs root,
+view 6, rate 10, jit 4); --quick about 3-4 minutes (figures too rough to quote). Needs root,
 perf, elfutils, binutils, nginx, libc6-dbg and cupt-dbg (for a C++ library with DWARF).
 
 --doc FILE writes FILE whole (docs/performance.md is the repository's): a
@@ -54,6 +57,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon  # noqa: E402
 import fxbench as fb  # noqa: E402
+import jit  # noqa: E402
 import output  # noqa: E402
 import overhead  # noqa: E402
 import perproc  # noqa: E402
@@ -67,7 +71,8 @@ import view  # noqa: E402
 
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
             "stripped": stripped, "daemon": daemon, "perproc": perproc,
-            "stackcopy": stackcopy, "upload": upload, "view": view, "rate": rate}
+            "stackcopy": stackcopy, "upload": upload, "view": view, "rate": rate,
+            "jit": jit}
 
 INTRO = """\
 Measured with `bench/` (figures, not tests), as root, on a RelWithDebInfo
