@@ -65,6 +65,7 @@ struct ctx {
 	struct fx_ksym_cursor *kcur; /* NULL: kernel frames stay addresses */
 	struct fx_profile_thread *threads;
 	size_t nthreads;
+	uint64_t jit_until; /* the last sample's time: jitdump records after it name nothing */
 };
 
 static int cmp_frame_idx(const void *a, const void *b, void *arg)
@@ -208,7 +209,7 @@ static const char *read_jit_names(struct ctx *c, uint32_t pid, const uint64_t *a
 	if (jd >= 0) {
 		struct fx_jitdump_stats js = { 0 };
 
-		ret = fx_jitdump_names(jd, NULL, 0, addrs, n, hits, &js);
+		ret = fx_jitdump_names(jd, NULL, 0, addrs, n, c->jit_until, hits, &js);
 		close(jd);
 		if (ret < 0)
 			return strings_add(&c->strs, "jitdump not read: %s", strerror(-ret));
@@ -297,6 +298,10 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 	}
 	if (c->in->on_symbolize)
 		c->in->on_symbolize(w->nframes, objects);
+	c->jit_until = 0;
+	for (size_t k = 0; k < w->nsamples; k++)
+		if (w->samples[k].time_ns > c->jit_until)
+			c->jit_until = w->samples[k].time_ns;
 	fx_symbolizer_begin_batch(c->in->symbolizer);
 	stats->addresses = w->nframes;
 	stats->objects = objects;

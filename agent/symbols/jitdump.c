@@ -279,6 +279,12 @@ static size_t first_at(const uint64_t *addrs, size_t n, uint64_t a)
 	return i == SIZE_MAX ? 0 : i + 1;
 }
 
+/* Whether @r is stamped after @until, by the samples' clock (see jitdump.h). */
+static bool after(const struct fx_jitdump_record *r, uint64_t until)
+{
+	return r->timestamp > until && r->timestamp - until <= FX_JITDUMP_CLOCK_SLACK_NS;
+}
+
 #define NO_INDEX UINT64_MAX
 
 struct want {
@@ -296,7 +302,7 @@ static int cmp_want(const void *a, const void *b)
 /* Names the addresses whose last record was a move (@moved[i], the index)
  * from the loads of those indexes. */
 static int name_moves(struct fx_jitdump_cursor *c, int fd, const void *mem, size_t len,
-		      const uint64_t *addrs, size_t n, struct fx_perfmap_hit *out,
+		      const uint64_t *addrs, size_t n, uint64_t until, struct fx_perfmap_hit *out,
 		      const uint64_t *moved)
 {
 	struct want *w = malloc((n + 1) * sizeof(*w));
@@ -318,7 +324,7 @@ static int name_moves(struct fx_jitdump_cursor *c, int fd, const void *mem, size
 		size_t k = fx_search_last_le(w, nw, sizeof(*w), 0, r.index);
 
 		ret = 0;
-		if (r.id != FX_JITDUMP_CODE_LOAD)
+		if (r.id != FX_JITDUMP_CODE_LOAD || after(&r, until))
 			continue;
 		for (; k != SIZE_MAX && w[k].index == r.index && ret == 0; k = k ? k - 1 : SIZE_MAX)
 			ret = fx_perfmap_cover(addrs + w[k].i, 1, out + w[k].i, out[w[k].i].start,
@@ -329,7 +335,7 @@ static int name_moves(struct fx_jitdump_cursor *c, int fd, const void *mem, size
 }
 
 int fx_jitdump_names(int fd, const void *mem, size_t len, const uint64_t *addrs, size_t n,
-		     struct fx_perfmap_hit *out, struct fx_jitdump_stats *st)
+		     uint64_t until, struct fx_perfmap_hit *out, struct fx_jitdump_stats *st)
 {
 	/* A moved piece of code keeps its index: its name is the load's. */
 	uint64_t *moved = malloc((n + 1) * sizeof(*moved));
@@ -351,6 +357,10 @@ int fx_jitdump_names(int fd, const void *mem, size_t len, const uint64_t *addrs,
 		ret = 0;
 		if (r.id == FX_JITDUMP_CODE_UNWINDING_INFO || !r.size)
 			continue;
+		if (after(&r, until)) {
+			st->later++;
+			continue;
+		}
 		last = r.size - 1 > UINT64_MAX - r.addr ? UINT64_MAX : r.addr + (r.size - 1);
 		if (r.id == FX_JITDUMP_CODE_LOAD)
 			ret = fx_perfmap_cover(addrs, n, out, r.addr, r.size, r.name, r.name_len);
@@ -364,7 +374,7 @@ int fx_jitdump_names(int fd, const void *mem, size_t len, const uint64_t *addrs,
 	if (ret == -EBADMSG || ret == -EAGAIN)
 		ret = 0; /* what came before is good; the rest unnamed */
 	if (ret == 0 && any_moved)
-		ret = name_moves(&c, fd, mem, len, addrs, n, out, moved);
+		ret = name_moves(&c, fd, mem, len, addrs, n, until, out, moved);
 	/* A move whose load was not found names nothing. */
 	for (size_t i = 0; i < n; i++)
 		if (out[i].name && !out[i].name[0])

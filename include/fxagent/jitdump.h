@@ -17,9 +17,12 @@
  * the fd as a perf map is (perfmap.h: regular, the process's own, not older
  * than the process, bounded), and its header must name the process.
  *
- * Timestamps are not compared with the samples': a window's frames are named
- * from every record read by the window's end, later records winning (as the
- * perf map's lines do).
+ * Timestamps: runtimes stamp records with CLOCK_MONOTONIC, the samples'
+ * clock. A window's frames are named from the records stamped up to its last
+ * sample, later records winning (as the perf map's lines do): code loaded
+ * after the window, into a range it reused, does not rename the window's
+ * frames. A stamp more than FX_JITDUMP_CLOCK_SLACK_NS after that is another
+ * clock's (a dump stamped with the CPU's counter, flag bit 0): no cutoff.
  */
 #ifndef FXAGENT_JITDUMP_H
 #define FXAGENT_JITDUMP_H
@@ -36,6 +39,8 @@
 #define FX_JITDUMP_MAX_NAME 4096
 /* A CODE_UNWINDING_INFO larger than this is skipped (CPython's: 68 bytes). */
 #define FX_JITDUMP_MAX_UNWIND (64u << 10)
+/* See "Timestamps" above. */
+#define FX_JITDUMP_CLOCK_SLACK_NS (3600ull * 1000000000ull)
 /* A record larger than this ends the file: it is not one. */
 #define FX_JITDUMP_MAX_RECORD (64u << 20)
 
@@ -73,6 +78,7 @@ struct fx_jitdump_stats {
 	uint64_t unwinds; /* CODE_UNWINDING_INFO */
 	uint64_t skipped; /* malformed or over a bound (the record is passed over) */
 	uint64_t partial; /* a last record not yet whole (0 or 1 a read) */
+	uint64_t later;	  /* loads and moves stamped after the names' cutoff */
 };
 
 /* A place in a jitdump: the file (an fd) or a buffer (fd < 0). */
@@ -115,8 +121,10 @@ int fx_jitdump_open(const struct fx_perfmap_owner *o);
 
 /* For each of the @n sorted @addrs, the name of the last CODE_LOAD or
  * CODE_MOVE of the dump read from @fd (or @mem) that covers it, into @out
- * (zeroed by the caller). Returns 0 or -errno. */
+ * (zeroed by the caller). Records stamped after @until (CLOCK_MONOTONIC ns;
+ * UINT64_MAX: none) are left out, as "Timestamps" above says, and counted
+ * in st->later. Returns 0 or -errno. */
 int fx_jitdump_names(int fd, const void *mem, size_t len, const uint64_t *addrs, size_t n,
-		     struct fx_perfmap_hit *out, struct fx_jitdump_stats *st);
+		     uint64_t until, struct fx_perfmap_hit *out, struct fx_jitdump_stats *st);
 
 #endif

@@ -105,11 +105,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	len = size - off;
 	memset(a, 0, sizeof(a));
 	memset(b, 0, sizeof(b));
-	FUZZ_CHECK(fx_jitdump_names(-1, dump, len, addrs, n, a, &sa) == 0, "names failed");
+	FUZZ_CHECK(fx_jitdump_names(-1, dump, len, addrs, n, UINT64_MAX, a, &sa) == 0,
+		   "names failed");
 	fd = memfd_create("fuzz-jitdump", MFD_CLOEXEC);
 	FUZZ_CHECK(fd >= 0, "memfd_create");
 	FUZZ_CHECK(write(fd, dump, len) == (ssize_t)len, "write");
-	FUZZ_CHECK(fx_jitdump_names(fd, NULL, 0, addrs, n, b, &sb) == 0, "read failed");
+	FUZZ_CHECK(fx_jitdump_names(fd, NULL, 0, addrs, n, UINT64_MAX, b, &sb) == 0, "read failed");
 	close(fd);
 	FUZZ_CHECK(!memcmp(&sa, &sb, sizeof(sa)), "memory and file counted differently");
 	for (size_t i = 0; i < n; i++) {

@@ -76,11 +76,14 @@ static void header(struct buf *b, uint32_t pid)
 	put64(b, 0);
 }
 
+/* Each record's stamp (CLOCK_MONOTONIC ns) */
+static uint64_t stamp = 1000;
+
 static void prefix(struct buf *b, uint32_t id, uint32_t total)
 {
 	put32(b, id);
 	put32(b, total);
-	put64(b, 1000);
+	put64(b, stamp);
 }
 
 static void load(struct buf *b, uint64_t addr, uint64_t size, uint64_t index, const char *name)
@@ -125,12 +128,18 @@ static void unwinding(struct buf *b)
 	put(b, "\0\0\0\0\0\0\0\0", pad);
 }
 
-static void names(const struct buf *b, const uint64_t *addrs, size_t n, struct fx_perfmap_hit *h,
-		  struct fx_jitdump_stats *st)
+static void names_until(const struct buf *b, const uint64_t *addrs, size_t n, uint64_t until,
+			struct fx_perfmap_hit *h, struct fx_jitdump_stats *st)
 {
 	memset(h, 0, n * sizeof(*h));
 	memset(st, 0, sizeof(*st));
-	assert_int_equal(fx_jitdump_names(-1, b->p, b->len, addrs, n, h, st), 0);
+	assert_int_equal(fx_jitdump_names(-1, b->p, b->len, addrs, n, until, h, st), 0);
+}
+
+static void names(const struct buf *b, const uint64_t *addrs, size_t n, struct fx_perfmap_hit *h,
+		  struct fx_jitdump_stats *st)
+{
+	names_until(b, addrs, n, UINT64_MAX, h, st);
 }
 
 /* Loads name their ranges, later ones winning; a move keeps the name of the
@@ -171,6 +180,44 @@ static void test_names(void **state)
 	assert_int_equal(st.partial, 1);
 	assert_string_equal(h[3].name, "JS:*work /srv/app.js:5:14");
 	fx_perfmap_hits_free(h, 6);
+	free(b.p);
+}
+
+/* Code loaded after a window's last sample, into a range the window's code
+ * had, does not rename the window's frames; a stamp hours later is another
+ * clock's, not a cutoff. */
+static void test_stamps(void **state)
+{
+	const uint64_t addrs[] = { 0x1000 };
+	struct fx_perfmap_hit h[1];
+	struct fx_jitdump_stats st;
+	struct buf b = { 0 };
+
+	(void)state;
+	header(&b, 42);
+	stamp = 5000;
+	load(&b, 0x1000, 16, 1, "JS:*old");
+	stamp = 9000;
+	load(&b, 0x1000, 16, 2, "JS:*new");
+	names_until(&b, addrs, 1, 8000, h, &st);
+	assert_string_equal(h[0].name, "JS:*old");
+	assert_int_equal(st.later, 1);
+	fx_perfmap_hits_free(h, 1);
+	names_until(&b, addrs, 1, 9000, h, &st);
+	assert_string_equal(h[0].name, "JS:*new");
+	fx_perfmap_hits_free(h, 1);
+	/* Stamped two hours after the window: not the samples' clock. */
+	b.len = 0;
+	header(&b, 42);
+	stamp = 5000;
+	load(&b, 0x1000, 16, 1, "JS:*old");
+	stamp = 8000 + 2 * FX_JITDUMP_CLOCK_SLACK_NS;
+	load(&b, 0x1000, 16, 2, "JS:*other-clock");
+	names_until(&b, addrs, 1, 8000, h, &st);
+	assert_string_equal(h[0].name, "JS:*other-clock");
+	assert_int_equal(st.later, 0);
+	fx_perfmap_hits_free(h, 1);
+	stamp = 1000;
 	free(b.p);
 }
 
@@ -341,6 +388,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_stamps),
 		cmocka_unit_test(test_bad_files),
 		cmocka_unit_test(test_compile_cpython),
 		cmocka_unit_test(test_jitunw_reads_appends),
