@@ -41,41 +41,6 @@ sys.path.insert(0, os.path.join(fb.HERE, "..", "tests", "integration"))
 import fxjit  # noqa: E402
 import fxtest  # noqa: E402
 
-FIB_JS = """\
-function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-function work() { let s = 0; for (;;) { s += fib(25); } }
-work();
-"""
-FIB_PY = """\
-import time
-
-
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-
-def work(seconds):
-    end = time.monotonic() + seconds
-    while True:
-        fib(20)
-        if time.monotonic() >= end:
-            break
-
-
-def main():
-    work(0)
-    import argparse, asyncio, decimal, email.message, http.client, json, logging, unittest
-    work(3600)
-
-
-main()
-"""
-FIB_JAVA = """\
-public class Fib {
-    static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-    public static void main(String[] a) { long s = 0; for (;;) { s += fib(25); } }
-}
-"""
 
 
 def add_args(ap):
@@ -84,23 +49,15 @@ def add_args(ap):
     ap.add_argument("--daemon-seconds", type=int, help="per daemon run (default 40; --quick 12)")
 
 
-def pyenv(minor):
-    for p in sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}*/bin/python3.{minor}")) + \
-            [f"/usr/bin/python3.{minor}"]:
-        if os.access(p, os.X_OK):
-            return p
-    return None
-
-
 def start_runtimes(ctx, tmp):
     """[(name, Popen)] of the runtimes found, computing; and the absent ones' names."""
     got, absent = [], []
-    node, py13, py12 = shutil.which("node"), pyenv(13), pyenv(12)
+    node, py13, py12 = shutil.which("node"), fxjit.python(13), fxjit.python(12)
     java = {n: shutil.which(n) for n in ("javac", "java", "jcmd")}
     with open(os.path.join(tmp, "fib.js"), "w") as f:
-        f.write(FIB_JS)
+        f.write(fxjit.FIB_JS)
     with open(os.path.join(tmp, "fib.py"), "w") as f:
-        f.write(FIB_PY)
+        f.write(fxjit.FIB_PY_JIT)
     if node:
         got.append(("node --perf-basic-prof --perf-prof",
                     subprocess.Popen([node, "--perf-basic-prof", "--perf-prof", "fib.js"],
@@ -115,7 +72,7 @@ def start_runtimes(ctx, tmp):
             absent.append(tag.split()[0])
     if all(java.values()):
         with open(os.path.join(tmp, "Fib.java"), "w") as f:
-            f.write(FIB_JAVA)
+            f.write(fxjit.FIB_JAVA)
         subprocess.run([java["javac"], "Fib.java"], cwd=tmp, check=True, timeout=120)
         jp = subprocess.Popen([java["java"], "-XX:+PreserveFramePointer", "-cp", tmp, "Fib"],
                               cwd=tmp, stdout=subprocess.DEVNULL)

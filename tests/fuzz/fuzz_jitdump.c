@@ -23,13 +23,6 @@
 #include "fxagent/cfitab.h"
 #include "fxagent/jitdump.h"
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static bool inside(const uint8_t *p, size_t n, const uint8_t *buf, size_t len)
 {
 	return p >= buf && n <= len && (size_t)(p - buf) <= len - n;
@@ -88,19 +81,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct fx_perfmap_hit a[15], b[15];
 	struct fx_jitdump_stats sa = { 0 }, sb = { 0 };
 	uint64_t addrs[15];
-	size_t n = size ? (data[0] & 15) : 0, off = 1;
+	size_t n, off = fuzz_addrs(data, size, addrs, &n);
 	const uint8_t *dump;
 	size_t len;
 	int fd;
 
-	if (size < 1 + n * 8)
+	if (!off)
 		return 0;
-	for (size_t i = 0; i < n; i++, off += 8) {
-		addrs[i] = 0;
-		for (int k = 7; k >= 0; k--)
-			addrs[i] = addrs[i] << 8 | data[off + (size_t)k];
-	}
-	qsort(addrs, n, sizeof(addrs[0]), cmp_u64);
 	dump = data + off;
 	len = size - off;
 	memset(a, 0, sizeof(a));

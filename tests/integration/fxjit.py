@@ -2,7 +2,10 @@
 """What the JIT tests read from a profile: a process's JIT lib ("[jit pid
 N]"), where its names came from, and its samples' stacks by name."""
 
+import glob
+import os
 import re
+import subprocess
 
 ADDRESS = re.compile(r"0x[0-9a-f]+")
 
@@ -59,7 +62,6 @@ def jit_named(prof, pid):
 def perf_dwarf_reach(t, data, name="_start"):
     """Of the samples of `perf record --call-graph dwarf` in @data, (how
     many, how many of their stacks reach the frame @name), from `perf script`."""
-    import subprocess
     out = subprocess.run(["perf", "script", "-i", data, "-F", "ip,sym"], capture_output=True,
                          text=True, timeout=120)
     t.require(out.returncode == 0, f"perf script exited {out.returncode}")
@@ -73,3 +75,55 @@ def perf_dwarf_reach(t, data, name="_start"):
             reach += name in frames
             frames = []
     return samples, reach
+
+
+# The workloads: fib in a loop, as each runtime's tests and bench/jit.py run it.
+FIB_JS = """\
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+function work() { let s = 0; for (;;) { s += fib(25); } }
+work();
+"""
+
+# CPython 3.13 writes its jitdump through a 4 KiB stdio buffer: each function
+# runs once, then imports (as services do at start-up) push their trampolines'
+# records to the file, then the loop.
+FIB_PY_JIT = """\
+import time
+
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+
+def work(seconds):
+    end = time.monotonic() + seconds
+    while True:
+        fib(20)
+        if time.monotonic() >= end:
+            break
+
+
+def main():
+    work(0)
+    import argparse, asyncio, decimal, email.message, http.client, json, logging, unittest
+    work(3600)
+
+
+main()
+"""
+
+FIB_JAVA = """\
+public class Fib {
+    static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+    public static void main(String[] a) { long s = 0; for (;;) { s += fib(25); } }
+}
+"""
+
+
+def python(minor):
+    """CPython 3.@minor (pyenv's, else Debian's), or None."""
+    for p in sorted(glob.glob(f"/root/.pyenv/versions/3.{minor}*/bin/python3.{minor}")) + \
+            [f"/usr/bin/python3.{minor}", f"/usr/local/bin/python3.{minor}"]:
+        if os.access(p, os.X_OK):
+            return p
+    return None

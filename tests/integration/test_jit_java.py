@@ -20,17 +20,9 @@ import subprocess
 import time
 
 import fxtest
-from fxjit import jit_named, jit_status, stacks
+from fxjit import FIB_JAVA, jit_named, jit_status, stacks
 
 SECONDS = 3
-FIB_JAVA = """\
-public class Fib {
-    static int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-    public static void main(String[] a) { long s = 0; for (;;) { s += fib(25); } }
-}
-"""
-
-
 def body(t):
     tools = {n: shutil.which(n) for n in ("javac", "java", "jcmd")}
     if not all(tools.values()):

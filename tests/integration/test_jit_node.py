@@ -32,16 +32,9 @@ import shutil
 import time
 
 import fxtest
-from fxjit import ADDRESS, jit_lib, jit_named, jit_status, stacks
+from fxjit import ADDRESS, FIB_JS, jit_lib, jit_named, jit_status, stacks
 
 SECONDS = 4
-FIB_JS = """\
-function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-function work() { let s = 0; for (;;) { s += fib(25); } }
-work();
-"""
-
-
 V8_NAME = re.compile(r"[A-Za-z]+:\S")
 
 

@@ -13,12 +13,11 @@ Whole stacks through the trampolines need their unwinding information
 pyenv's 3.12 is not installed.
 """
 
-import glob
 import os
 import time
 
 import fxtest
-from fxjit import jit_named, jit_status, stacks
+from fxjit import jit_named, jit_status, python, stacks
 
 SECONDS = 3
 FIB_PY = """\
@@ -36,16 +35,8 @@ work()
 """
 
 
-def python312():
-    for p in sorted(glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12")) + \
-            ["/usr/bin/python3.12", "/usr/local/bin/python3.12"]:
-        if os.access(p, os.X_OK):
-            return p
-    return None
-
-
 def body(t):
-    py = python312()
+    py = python(12)
     if not py:
         print("SKIP: no CPython 3.12 here (pyenv install 3.12): -X perf needs 3.12 or later")
         raise SystemExit(fxtest.SKIP)

@@ -23,48 +23,14 @@ records are in the file by then. Skipped, saying so, where pyenv's 3.13 is
 not installed.
 """
 
-import glob
 import os
+import subprocess
 import time
 
 import fxtest
-from fxjit import jit_named, jit_status, perf_dwarf_reach, stacks
+from fxjit import FIB_PY_JIT, jit_named, jit_status, perf_dwarf_reach, python, stacks
 
 SECONDS = 3
-FIB_PY = """\
-import time
-
-
-def fib(n):
-    return n if n < 2 else fib(n - 1) + fib(n - 2)
-
-
-def work(seconds):
-    end = time.monotonic() + seconds
-    while True:
-        fib(20)
-        if time.monotonic() >= end:
-            break
-
-
-def main():
-    work(0)
-    import argparse, asyncio, decimal, email.message, http.client, json, logging, unittest
-    work(3600)
-
-
-main()
-"""
-
-
-def python313():
-    for p in sorted(glob.glob("/root/.pyenv/versions/3.1[3-9]*/bin/python3.1[3-9]")) + \
-            ["/usr/bin/python3.13", "/usr/local/bin/python3.13"]:
-        if os.access(p, os.X_OK):
-            return p
-    return None
-
-
 def in_order(names, *prefixes):
     """Whether @names (outermost first) hold a frame of each prefix, in order."""
     i = 0
@@ -75,17 +41,16 @@ def in_order(names, *prefixes):
 
 
 def body(t):
-    py = python313()
+    py = python(13)
     if not py:
         print("SKIP: no CPython 3.13 here (pyenv install 3.13): -X perf_jit needs 3.13 or later")
         raise SystemExit(fxtest.SKIP)
     script = os.path.join(t.work, "fib.py")
     with open(script, "w") as f:
-        f.write(FIB_PY)
+        f.write(FIB_PY_JIT)
     w = t.spawn([py, "-X", "perf_jit", script], cwd=t.work)
     time.sleep(1.5)  # started, imported, computing
     data = os.path.join(t.work, "python.perf.data")
-    import subprocess
     perf = t.spawn(["perf", "record", "-q", "-e", "cpu-clock", "-F", "99", "--call-graph",
                     "dwarf", "-p", str(w.pid), "-o", data, "--", "sleep", str(SECONDS)],
                    stdout=subprocess.DEVNULL,
