@@ -504,6 +504,14 @@ class Test:
 
     def cleanup(self):
         self.kill_processes()
+        # What the runtimes the test started wrote for profilers into /tmp
+        # (perf maps, CPython's jitdumps): no writer deletes its own.
+        for p in self._procs:
+            for path in (f"/tmp/perf-{p.pid}.map", f"/tmp/jit-{p.pid}.dump"):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         for c in self._clis:
             c.stop()
         self._clis = []
