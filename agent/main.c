@@ -60,6 +60,7 @@ struct options {
 	unsigned window_seconds; /* --window SECONDS, 0 = from the config */
 	/* Which sampling flags were given: they override the config. */
 	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack, check_names;
+	bool off_cpu; /* --off-cpu */
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -110,6 +111,8 @@ static void usage(FILE *f)
 		"      --stack-bytes=N  user stack copied per sample for dwarf: a multiple\n"
 		"                       of 8 from 1024 to 32768 (default 16384)\n"
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
+		"      --off-cpu        and where threads wait, weighted by time: a track\n"
+		"                       \"THREAD (off-CPU)\" beside each thread that waited\n"
 		"      --check-names    judge every name given against a reading of its\n"
 		"                       object of its own (slow; -v prints the count)\n"
 		"  -v, --verbose        log more: a line per window (-vv: debug)\n"
@@ -158,6 +161,7 @@ enum {
 	OPT_SERVE,
 	OPT_OPEN,
 	OPT_CHECK_NAMES,
+	OPT_OFF_CPU,
 };
 
 /* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
@@ -207,6 +211,9 @@ static int sampling_option(int c, const char *arg, struct options *o)
 		return 0;
 	case OPT_CHECK_NAMES:
 		o->check_names = true;
+		return 0;
+	case OPT_OFF_CPU:
+		o->off_cpu = true;
 		return 0;
 	case OPT_STACK_BYTES:
 		if (parse_uint(arg, 1024, 32768, &v) < 0 || v % 8)
@@ -323,6 +330,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "unwind", required_argument, NULL, OPT_UNWIND },
 		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "check-names", no_argument, NULL, OPT_CHECK_NAMES },
+		{ "off-cpu", no_argument, NULL, OPT_OFF_CPU },
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
 		{ "check-upload", no_argument, NULL, OPT_CHECK_UPLOAD },
@@ -416,6 +424,8 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		cfg->sampling.stack_bytes = o->stack_bytes;
 	if (o->check_names)
 		cfg->symbolization.check_names = true;
+	if (o->off_cpu)
+		cfg->sampling.off_cpu.enabled = true;
 	if (o->window_seconds)
 		cfg->window.seconds = o->window_seconds;
 	if (o->output_dir) {
@@ -636,6 +646,16 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 			ds.left_no_rule, ds.left_register, (double)ts.peak_bytes / 1024.0,
 			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table,
 			ts.row_capped);
+		if (ps.off_cpu)
+			fx_info("stats: off-CPU: %" PRIu64 " waits (%.1f ms), %" PRIu64
+				" sampled (%.1f ms); dropped over the budget %" PRIu64
+				", for room %" PRIu64 ", starts replaced %" PRIu64
+				", ends unpaired %" PRIu64 "; stacks unreadable %" PRIu64
+				", bad %" PRIu64 "; ring %zu KiB",
+				ps.offcpu.waits, (double)ps.offcpu.wait_ns / 1e6, ps.offcpu.events,
+				(double)ps.offcpu.events_ns / 1e6, ps.offcpu.budget_drops,
+				ps.offcpu.ring_drops, ps.waits_dropped, ps.waits_unpaired,
+				ps.offcpu.stack_faults, ps.offcpu.bad, ps.offcpu.ring_bytes / 1024);
 		if (ds.jit_by_cfi || ds.jit_by_fp)
 			fx_info("stats: JIT frames walked by their runtime's CFI %" PRIu64
 				", by frame pointers %" PRIu64,

@@ -8,4 +8,5 @@ apt-get install -y --no-install-recommends \
 	build-essential cmake pkg-config \
 	libelf-dev libdw-dev zlib1g-dev libiberty-dev libyaml-dev \
 	libcurl4-openssl-dev libsystemd-dev libssl-dev \
-	libyajl-dev libmicrohttpd-dev libdebuginfod-dev libxml2-dev
+	libyajl-dev libmicrohttpd-dev libdebuginfod-dev libxml2-dev \
+	clang libbpf-dev

@@ -12,19 +12,45 @@
 #define DEBUGINFOD_URLS_MAX 8
 #define DEBUGINFOD_URL_MAX  1024
 
+/* sampling.off_cpu: waits of the sampled threads (offcpu.h). */
+static int get_off_cpu(struct ctx *x, const struct node *n)
+{
+	static const char *const keys[] = { "enabled", "min_block", "budget" };
+	const struct node *v[3], *k[3];
+	uint64_t u;
+	int r;
+
+	r = cfg_get_map(x, n, "sampling.off_cpu", "a mapping", keys, 3, v, k);
+	if (!r && v[0])
+		r = cfg_get_bool(x, v[0], "sampling.off_cpu.enabled",
+				 &x->c->sampling.off_cpu.enabled);
+	if (!r && v[1]) {
+		r = cfg_get_duration(x, v[1], "sampling.off_cpu.min_block", 0, 1000, 1, &u);
+		if (!r)
+			x->c->sampling.off_cpu.min_block_ms = (unsigned)u;
+	}
+	if (!r && v[2]) {
+		r = cfg_get_uint(x, v[2], "sampling.off_cpu.budget", 1, 100000, 1, &u);
+		if (!r)
+			x->c->sampling.off_cpu.budget = (unsigned)u;
+	}
+	return r;
+}
+
 int cfg_get_sampling(struct ctx *x, const struct node *n)
 {
 	static const char *const keys[] = { "frequency",     "unwind",	     "stack_bytes",
-					    "kernel_stacks", "include_idle", "ring_size" };
+					    "kernel_stacks", "include_idle", "ring_size",
+					    "off_cpu" };
 	/* "libdwfl" and "check" are dwarf too: the engine (dwunwind.h) */
 	static const char *const unwinds[] = { "dwarf", "fp", "libdwfl", "check" };
-	const struct node *v[6], *k[6];
+	const struct node *v[7], *k[7];
 	char sub[PATH_BUF];
 	uint64_t u;
 	size_t idx = 0;
 	int r;
 
-	r = cfg_get_map(x, n, "sampling", "a mapping", keys, 6, v, k);
+	r = cfg_get_map(x, n, "sampling", "a mapping", keys, 7, v, k);
 	if (!r && v[0]) {
 		r = cfg_get_uint(x, v[0], "sampling.frequency", 1, 10000, 1, &u);
 		if (!r)
@@ -61,6 +87,8 @@ int cfg_get_sampling(struct ctx *x, const struct node *n)
 		if (!r)
 			x->c->sampling.ring_bytes = u;
 	}
+	if (!r && v[6])
+		r = get_off_cpu(x, v[6]);
 	return r;
 }
 

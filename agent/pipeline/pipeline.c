@@ -15,6 +15,7 @@
 #include "fxagent/cgroup.h"
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/util.h"
 #include "pipeline_int.h"
 
@@ -162,10 +163,39 @@ static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *
 /* Closes the open windows at @end (CLOCK_MONOTONIC) and hands them to the
  * publisher. With @reopen, fresh windows take their place; without, the
  * targets are left without windows (a reconfigure replaces them). */
+/* The sampled waits dropped since the last window (the program's budget
+ * and ring, the recorder's bound): a drop is not a target's, so every
+ * window says it, as lost samples. */
+static void count_wait_drops(struct fx_pipeline *p)
+{
+	const struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
+	struct fx_offcpu_stats st;
+	uint64_t n, ns, rec = p->rec.counters.waits_dropped + p->rec.counters.waits_unpaired;
+
+	if (!o)
+		return;
+	fx_offcpu_get_stats(o, &st);
+	n = st.budget_drops + st.ring_drops + rec;
+	ns = st.budget_ns + st.ring_ns;
+	for (size_t i = 0; i < p->g->nt; i++) {
+		struct fx_window *w = p->g->t[i].win;
+
+		w->counters.waits_dropped += n - p->wait_drops;
+		w->counters.waits_dropped_us += (ns - p->wait_drop_ns) / 1000;
+	}
+	p->wait_drops = n;
+	p->wait_drop_ns = ns;
+}
+
 static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 {
 	struct gen *g = p->g;
-	struct batch *b = calloc(1, sizeof(*b) + g->nt * sizeof(struct job));
+	struct batch *b;
+
+	/* Threads still waiting show their wait so far in this window. */
+	fx_recorder_cut_waits(&p->rec, end);
+	count_wait_drops(p);
+	b = calloc(1, sizeof(*b) + g->nt * sizeof(struct job));
 
 	if (b) {
 		b->g = g;
@@ -286,6 +316,35 @@ int fx_pipeline_ring_plan(const struct fx_config *cfg, struct fx_ringplan *out, 
 	return fx_sampler_plan(&so, out, msg, len);
 }
 
+/* The off-CPU waits of the sampled threads, into the sampler's records. One
+ * the kernel cannot give is said once, and CPU sampling goes on. */
+static void open_offcpu(struct fx_pipeline *p, const struct fx_sampler_opts *so)
+{
+	const struct fx_config *cfg = p->g->cfg;
+	struct fx_sampler_stats st;
+	struct fx_offcpu_opts oo = {
+		.min_block_ns = (uint64_t)cfg->sampling.off_cpu.min_block_ms * 1000000,
+		.budget = cfg->sampling.off_cpu.budget,
+		.stack_bytes = so->user_regs_stack ? so->stack_bytes : 0,
+		.kernel = so->kernel,
+		.pids = p->opts.pids,
+		.npids = p->opts.npids,
+		.cgroups = so->cgroups,
+	};
+	struct fx_offcpu *o;
+	char why[512];
+	int ret;
+
+	fx_sampler_get_stats(p->sampler, &st);
+	oo.cpus = st.cpus;
+	ret = fx_offcpu_open(&oo, fx_sampler_fmt(p->sampler), &o, why, sizeof(why));
+	if (ret < 0) {
+		fx_log(FX_LOG_WARN, "off-CPU time is not recorded: %s; CPU profiling goes on", why);
+		return;
+	}
+	fx_sampler_set_offcpu(p->sampler, o);
+}
+
 /* Opens the perf events (disabled), the unwinder and the recorder for the
  * current config. */
 static int open_sampling(struct fx_pipeline *p)
@@ -315,6 +374,8 @@ static int open_sampling(struct fx_pipeline *p)
 	ret = fx_sampler_open(&so, &p->sampler);
 	if (ret < 0)
 		return ret;
+	if (cfg->sampling.off_cpu.enabled)
+		open_offcpu(p, &so);
 	p->unwinder = fx_unwind_new(&uo);
 	if (!p->unwinder)
 		return fx_log_errno(FX_LOG_ERR, ENOMEM, "cannot set up the unwinder");
@@ -346,8 +407,10 @@ static void close_sampling(struct fx_pipeline *p)
 	}
 	fx_unwind_free(p->unwinder);
 	fx_sampler_free(p->sampler);
+	fx_recorder_release(&p->rec);
 	p->unwinder = NULL;
 	p->sampler = NULL;
+	p->wait_drops = p->wait_drop_ns = 0; /* the program's counters go with it */
 }
 
 int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **out)
@@ -442,7 +505,10 @@ static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
 	       a->sampling.stack_bytes == b->sampling.stack_bytes &&
 	       a->sampling.ring_bytes == b->sampling.ring_bytes &&
 	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&
-	       a->sampling.include_idle == b->sampling.include_idle;
+	       a->sampling.include_idle == b->sampling.include_idle &&
+	       a->sampling.off_cpu.enabled == b->sampling.off_cpu.enabled &&
+	       a->sampling.off_cpu.min_block_ms == b->sampling.off_cpu.min_block_ms &&
+	       a->sampling.off_cpu.budget == b->sampling.off_cpu.budget;
 }
 
 /* Keeps the perf events: detaches the old targets' cgroups and attaches the
@@ -503,6 +569,19 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 	return 0;
 }
 
+/* The off-CPU counters into p->stats, while the sampler is there. */
+static void snap_offcpu(struct fx_pipeline *p)
+{
+	const struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
+
+	if (o) {
+		p->stats.off_cpu = true;
+		fx_offcpu_get_stats(o, &p->stats.offcpu);
+	}
+	p->stats.waits_dropped = p->rec.counters.waits_dropped;
+	p->stats.waits_unpaired = p->rec.counters.waits_unpaired;
+}
+
 int fx_pipeline_finish(struct fx_pipeline *p)
 {
 	int ret;
@@ -522,6 +601,7 @@ int fx_pipeline_finish(struct fx_pipeline *p)
 		/* The rings and the unwinder's per-process Dwfl are done with:
 		 * they go before the symbolizer reads debug info, so the two
 		 * peaks do not add. */
+		snap_offcpu(p);
 		fx_sampler_free(p->sampler);
 		p->sampler = NULL;
 		fx_unwind_drop_idle(p->unwinder, fx_unwind_mark(p->unwinder));
@@ -550,6 +630,7 @@ const char *fx_pipeline_where(const struct fx_pipeline *p)
 
 void fx_pipeline_get_stats(struct fx_pipeline *p, struct fx_pipeline_stats *out)
 {
+	snap_offcpu(p);
 	*out = p->stats;
 	/* The publisher thread counts these while the sampling thread reads. */
 	out->chunks = __atomic_load_n(&p->stats.chunks, __ATOMIC_RELAXED);

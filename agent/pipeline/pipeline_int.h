@@ -120,6 +120,8 @@ struct fx_pipeline {
 	 * dropped. */
 	uint64_t unwind_evicted_base, cfi_evicted_base;
 	uint64_t procs_mark;  /* fx_procs_mark() at the last rotation */
+	/* off-CPU waits dropped (offcpu.h, recorder), as of the last window */
+	uint64_t wait_drops, wait_drop_ns;
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */

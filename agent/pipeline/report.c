@@ -11,6 +11,7 @@
 
 #include "fxagent/log.h"
 #include "fxagent/jitdump.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/perfmap.h"
 
 /* Strings made here for kernel and unknown frames, freed together. */
@@ -293,7 +294,7 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 	for (size_t k = 0; k < w->nframes; k++) {
 		uint32_t o = w->frames[idx[k]].object;
 
-		if (o < FX_OBJ_UNKNOWN && (k == 0 || w->frames[idx[k - 1]].object != o))
+		if (o < FX_OBJ_OFFCPU && (k == 0 || w->frames[idx[k - 1]].object != o))
 			objects++;
 	}
 	if (c->in->on_symbolize)
@@ -316,6 +317,18 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 		if (o == FX_OBJ_KERNEL) {
 			for (size_t k = i; k < j; k++)
 				resolve_kernel(c, idx[k]);
+		} else if (o == FX_OBJ_OFFCPU) {
+			for (size_t k = i; k < j; k++) {
+				uint64_t a = w->frames[idx[k]].addr;
+
+				c->pf[idx[k]] =
+					(struct fx_profile_frame){ .lib = -1,
+								   .category = FX_CAT_OTHER };
+				set_own(c, idx[k],
+					strings_add(&c->strs, "[off-CPU: %s]",
+						    fx_offcpu_state_name((uint32_t)a)),
+					0);
+			}
 		} else if (o != FX_OBJ_UNKNOWN && (ob = fx_objects_get(c->in->objs, o)) &&
 			   ob->jit_pid) {
 			resolve_jit(c, ob, idx + i, n, offs);
@@ -402,6 +415,57 @@ static int collect_threads(struct ctx *c, size_t *marker_thread)
 	return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* After each thread that waited, a track of its waits: "name (off-CPU)". */
+static int add_wait_tracks(struct ctx *c, size_t *marker_thread)
+{
+	const struct fx_window *w = c->in->window;
+	struct fx_profile_thread *t;
+	uint64_t *keys;
+	size_t nk = 0, n = 0;
+
+	for (size_t i = 0; i < w->nsamples; i++)
+		nk += w->samples[i].wait_us != 0;
+	if (!nk)
+		return 0;
+	keys = malloc(nk * sizeof(*keys));
+	t = calloc(2 * c->nthreads + 1, sizeof(*t));
+	if (!keys || !t) {
+		free(keys);
+		free(t);
+		return -ENOMEM;
+	}
+	nk = 0;
+	for (size_t i = 0; i < w->nsamples; i++)
+		if (w->samples[i].wait_us)
+			keys[nk++] = (uint64_t)w->samples[i].pid << 32 | w->samples[i].tid;
+	qsort(keys, nk, sizeof(*keys), cmp_u64);
+	for (size_t i = 0; i < c->nthreads; i++) {
+		uint64_t k = (uint64_t)c->threads[i].pid << 32 | c->threads[i].tid;
+
+		if (i == *marker_thread)
+			*marker_thread = n;
+		t[n++] = c->threads[i];
+		if (!bsearch(&k, keys, nk, sizeof(*keys), cmp_u64))
+			continue;
+		t[n] = c->threads[i];
+		t[n].name = strings_add(&c->strs, "%s (off-CPU)",
+					c->threads[i].name ? c->threads[i].name : "");
+		t[n++].off_cpu = true;
+	}
+	free(keys);
+	free(c->threads);
+	c->threads = t;
+	c->nthreads = n;
+	return 0;
+}
+
 size_t fx_report_lost_markers(const struct fx_lost_event *lost, size_t n, uint64_t start_ns,
 			      uint64_t end_ns, struct fx_profile_marker *out)
 {
@@ -470,6 +534,8 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 	if (ret < 0)
 		goto out;
 	ret = collect_threads(&c, &marker_thread);
+	if (ret == 0)
+		ret = add_wait_tracks(&c, &marker_thread);
 	if (ret < 0)
 		goto out;
 	fx_profile_wallclock(in->meta.start_time_ms,

@@ -158,8 +158,28 @@ int fx_window_add_sample(struct fx_window *w, uint64_t time_ns, uint32_t pid, ui
 	if (fx_grow(&w->samples, &w->samples_cap, w->nsamples + 1, sizeof(*w->samples)) < 0)
 		return -ENOMEM;
 	w->samples[w->nsamples++] = (struct fx_window_sample){
-		.time_ns = time_ns, .pid = pid, .tid = tid, .stack = stack
+		.time_ns = time_ns, .pid = pid, .tid = tid, .stack = stack, .wait_us = 0
 	};
 	w->counters.samples++;
+	return 0;
+}
+
+int fx_window_add_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
+		       uint32_t stack, uint64_t weight_ns)
+{
+	uint64_t us = (weight_ns + 500) / 1000;
+	int ret;
+
+	if (!us)
+		us = 1;
+	if (us > UINT32_MAX)
+		us = UINT32_MAX;
+	ret = fx_window_add_sample(w, time_ns, pid, tid, stack);
+	if (ret < 0)
+		return ret;
+	w->samples[w->nsamples - 1].wait_us = (uint32_t)us;
+	w->counters.samples--; /* the CPU samples' count */
+	w->counters.waits++;
+	w->counters.wait_us += us;
 	return 0;
 }

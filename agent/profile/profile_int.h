@@ -56,9 +56,13 @@ struct resource {
 
 struct sample_ref {
 	uint64_t time_ns;
-	uint32_t stack; /* window stack */
-	uint32_t seq;	/* arrival order: keeps equal times stable */
+	uint32_t stack;	  /* window stack */
+	uint32_t seq;	  /* arrival order: keeps equal times stable */
+	uint32_t wait_us; /* an off-CPU wait's weight; 0 for CPU samples */
 };
+
+/* The threads table's key of an off-CPU track: (pid, tid | OFF_CPU_KEY). */
+#define OFF_CPU_KEY (1ull << 32)
 
 struct tables {
 	const struct fx_profile_input *in;

@@ -280,7 +280,10 @@ static int build_samples(struct tables *t)
 		goto out;
 	for (size_t i = 0; i < in->nthreads; i++) {
 		size_t before = t->threads.n;
-		int64_t idx = pair_intern(&t->threads, in->threads[i].pid, in->threads[i].tid);
+		/* An off-CPU track takes its thread's waits: another key. */
+		int64_t idx = pair_intern(&t->threads, in->threads[i].pid,
+					  in->threads[i].tid |
+						  (in->threads[i].off_cpu ? OFF_CPU_KEY : 0));
 
 		if (idx < 0)
 			goto out;
@@ -289,7 +292,9 @@ static int build_samples(struct tables *t)
 			t->thread_of[idx] = (uint32_t)i;
 	}
 	for (size_t i = 0; i < w->nsamples; i++) {
-		int64_t idx = pair_find(&t->threads, w->samples[i].pid, w->samples[i].tid);
+		int64_t idx =
+			pair_find(&t->threads, w->samples[i].pid,
+				  w->samples[i].tid | (w->samples[i].wait_us ? OFF_CPU_KEY : 0));
 
 		owner[i] = idx < 0 ? FX_NONE : t->thread_of[idx];
 		if (idx < 0)
@@ -311,6 +316,7 @@ static int build_samples(struct tables *t)
 			.time_ns = w->samples[i].time_ns,
 			.stack = w->samples[i].stack,
 			.seq = (uint32_t)i,
+			.wait_us = w->samples[i].wait_us,
 		};
 	}
 	for (size_t k = 0; k < in->nthreads; k++) {

@@ -230,6 +230,17 @@ static void write_meta(const struct fx_profile_input *in, struct fx_json *j)
 		fx_json_key_int(j, "lost", (int64_t)m->lost);
 		fx_json_key_int(j, "truncated", (int64_t)m->truncated);
 		fx_json_key_int(j, "droppedStacks", (int64_t)m->dropped);
+		if (m->off_cpu) {
+			fx_json_key(j, "offCpu");
+			fx_json_object_begin(j);
+			fx_json_key_int(j, "waits", (int64_t)m->waits);
+			fx_json_key(j, "ms");
+			fx_json_double(j, m->wait_ms);
+			fx_json_key_int(j, "dropped", (int64_t)m->waits_dropped);
+			fx_json_key(j, "droppedMs");
+			fx_json_double(j, m->waits_dropped_ms);
+			fx_json_object_end(j);
+		}
 		fx_json_key(j, "labels");
 		fx_json_object_begin(j);
 		for (size_t i = 0; i < m->nlabels; i++)
@@ -545,8 +556,8 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	snprintf(pid, sizeof(pid), "%u", (unsigned int)th->pid);
 	fx_json_object_begin(j);
 	fx_profile_thread_head(j, th->name ? th->name : "",
-			       th->process_name ? th->process_name : "", th->tid == th->pid, pid,
-			       th->tid);
+			       th->process_name ? th->process_name : "",
+			       th->tid == th->pid && !th->off_cpu, pid, th->tid);
 
 	table_begin(j, "samples", n);
 	fx_json_key_array(j, "stack");
@@ -561,6 +572,19 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	for (size_t i = 0; i < n; i++)
 		fx_json_double(j, ns_to_ms(s[i].time_ns, in->meta.start_ns));
 	fx_json_array_end(j);
+	if (th->off_cpu) {
+		/* Each sample is a wait, weighted by the time it stands for:
+		 * the call tree and the flame graph show milliseconds. */
+		fx_json_key_array(j, "weight");
+		for (size_t i = 0; i < n; i++)
+			fx_json_double(j, (double)s[i].wait_us / 1000.0);
+		fx_json_array_end(j);
+		fx_json_key_string(j, "weightType", "tracing-ms");
+		fx_json_object_end(j);
+		write_markers(t, idx == in->marker_thread, j);
+		fx_json_object_end(j);
+		return;
+	}
 	fx_json_key_raw(j, "weight", "null");
 	fx_json_key_string(j, "weightType", "samples");
 	/* Each sample stands for one sampling interval of CPU time on this

@@ -155,6 +155,53 @@ int fx_record_sample(const struct fx_record_fmt *fmt, const struct perf_event_he
 	return 0;
 }
 
+int fx_record_offcpu(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		     struct fx_record_offcpu *out)
+{
+	struct fx_record_offcpu o;
+	const struct perf_event_header *inner;
+	uint32_t pad;
+	struct cur c;
+	int ret;
+
+	if (h->type != FX_RECORD_OFFCPU)
+		return -EINVAL;
+	memset(&o, 0, sizeof(o));
+	cur_init(&c, h);
+	u32x2(&c, &o.state, &o.tag);
+	u32x2(&c, &o.p, &pad);
+	if (!o.p || o.p > FX_RECORD_OFFCPU_P1)
+		return -EINVAL;
+	inner = take(&c, sizeof(*inner));
+	if (!inner || inner->size < sizeof(*inner) ||
+	    inner->size > (size_t)(c.end - (const uint8_t *)inner))
+		return -EINVAL;
+	ret = fx_record_sample(fmt, inner, &o.s);
+	if (ret < 0)
+		return ret;
+	*out = o;
+	return 0;
+}
+
+int fx_record_offcpu_end(const struct perf_event_header *h, struct fx_record_offcpu_end *out)
+{
+	struct fx_record_offcpu_end e;
+	struct cur c;
+
+	if (h->type != FX_RECORD_OFFCPU_END)
+		return -EINVAL;
+	cur_init(&c, h);
+	u32x2(&c, &e.pid, &e.tid);
+	e.t_out = u64(&c);
+	e.t_in = u64(&c);
+	e.weight_ns = u64(&c);
+	u32x2(&c, &e.state, &e.tag);
+	if (c.bad || e.t_in < e.t_out)
+		return -EINVAL;
+	*out = e;
+	return 0;
+}
+
 /* A NUL-terminated string of at most the rest of the record, 8-byte padded. */
 static const char *take_str(struct cur *c)
 {
@@ -265,6 +312,16 @@ uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event
 {
 	struct fx_record_id id;
 
+	if (h->type == FX_RECORD_OFFCPU) {
+		struct fx_record_offcpu o;
+
+		return fx_record_offcpu(fmt, h, &o) < 0 ? 0 : o.s.time;
+	}
+	if (h->type == FX_RECORD_OFFCPU_END) {
+		struct fx_record_offcpu_end e;
+
+		return fx_record_offcpu_end(h, &e) < 0 ? 0 : e.t_in;
+	}
 	if (h->type == PERF_RECORD_SAMPLE) {
 		struct fx_record_sample s;
 

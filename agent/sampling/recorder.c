@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/recorder.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
+
+#include "fxagent/hash.h"
+#include "fxagent/util.h"
 
 void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts,
 		      const struct fx_record_fmt *fmt, struct fx_procs *procs,
@@ -14,6 +19,16 @@ void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts
 	r->procs = procs;
 	r->unwinder = unwinder;
 	r->window = window;
+}
+
+void fx_recorder_release(struct fx_recorder *r)
+{
+	for (size_t i = 0; i < r->nwaits; i++)
+		free(r->waits[i].frames);
+	free(r->waits);
+	r->waits = NULL;
+	r->nwaits = r->waits_cap = 0;
+	fx_hashtab_free(&r->wait_index);
 }
 
 static bool wanted(const struct fx_recorder *r, uint32_t pid)
@@ -48,13 +63,41 @@ static void add_sample(struct fx_window *w, const struct fx_record_sample *s,
 	fx_window_add_sample(w, s->time, s->pid, s->tid, stack);
 }
 
+/* The routes of sample @s, after the checks every sample passes: 0 when it
+ * is filtered out. Sets @proc (NULL for the kernel's). */
+static size_t route(struct fx_recorder *r, const struct fx_record_sample *s,
+		    const struct fx_proc **proc, struct fx_window **routes)
+{
+	size_t nroutes = 1;
+
+	*proc = NULL;
+	if (!wanted(r, s->pid)) {
+		if (s->pid)
+			r->counters.filtered++;
+		else
+			r->counters.idle++;
+		return 0;
+	}
+	if (s->pid) {
+		*proc = fx_procs_get(r->procs, s->pid);
+		/* Names the thread now, while /proc still has it. */
+		fx_procs_thread(r->procs, s->pid, s->tid);
+	}
+	routes[0] = r->window;
+	if (r->sink.route)
+		nroutes = r->sink.route(r->sink.ctx, s, *proc, routes, FX_RECORDER_MAX_ROUTES);
+	if (!nroutes)
+		r->counters.filtered++;
+	return nroutes;
+}
+
 static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 {
 	struct fx_record_sample s;
 	struct fx_unwind_result res;
 	struct fx_window *routes[FX_RECORDER_MAX_ROUTES];
-	const struct fx_proc *proc = NULL;
-	size_t nroutes = 1;
+	const struct fx_proc *proc;
+	size_t nroutes;
 
 	if (fx_record_sample(r->fmt, h, &s) < 0) {
 		r->counters.bad_records++;
@@ -62,29 +105,163 @@ static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 	}
 	if (r->sink.before_sample)
 		r->sink.before_sample(r->sink.ctx, s.time);
-	if (!wanted(r, s.pid)) {
-		if (s.pid)
-			r->counters.filtered++;
-		else
-			r->counters.idle++;
+	nroutes = route(r, &s, &proc, routes);
+	if (!nroutes)
 		return;
-	}
-	if (s.pid) {
-		proc = fx_procs_get(r->procs, s.pid);
-		/* Names the thread now, while /proc still has it. */
-		fx_procs_thread(r->procs, s.pid, s.tid);
-	}
-	routes[0] = r->window;
-	if (r->sink.route)
-		nroutes = r->sink.route(r->sink.ctx, &s, proc, routes, FX_RECORDER_MAX_ROUTES);
-	if (!nroutes) {
-		r->counters.filtered++;
-		return;
-	}
 	/* Unwound once, whatever the number of windows that take it. */
 	fx_unwind_sample(r->unwinder, proc, &s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
 	for (size_t i = 0; i < nroutes; i++)
 		add_sample(routes[i], &s, r->frames, &res);
+}
+
+static uint64_t wait_hash(uint32_t tid)
+{
+	return fx_mix64(tid);
+}
+
+static uint64_t wait_hash_at(const void *ctx, uint32_t idx)
+{
+	const struct fx_recorder *r = ctx;
+
+	return wait_hash(r->waits[idx].tid);
+}
+
+static bool wait_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct fx_recorder *r = ctx;
+
+	return r->waits[idx].tid == *(const uint32_t *)key;
+}
+
+static void wait_remove(struct fx_recorder *r, uint32_t i)
+{
+	uint32_t last = (uint32_t)r->nwaits - 1;
+
+	free(r->waits[i].frames);
+	fx_hashtab_remove(&r->wait_index, wait_hash(r->waits[i].tid), i, wait_hash_at, r);
+	if (i != last) {
+		r->waits[i] = r->waits[last];
+		fx_hashtab_renumber(&r->wait_index, wait_hash(r->waits[i].tid), last, i);
+	}
+	r->nwaits--;
+}
+
+/* A sampled wait began: its stacks are unwound now, while the process's
+ * mappings are those it waits in, and held until it ends. */
+static void on_wait_start(struct fx_recorder *r, const struct perf_event_header *h)
+{
+	struct fx_record_offcpu o;
+	struct fx_unwind_result res;
+	struct fx_recorder_wait *w;
+	const struct fx_proc *proc = NULL;
+	uint32_t found;
+	size_t pos;
+
+	if (fx_record_offcpu(r->fmt, h, &o) < 0) {
+		r->counters.bad_records++;
+		return;
+	}
+	if (!wanted(r, o.s.pid))
+		return;
+	if (fx_hashtab_reserve(&r->wait_index, r->nwaits + 1, wait_hash_at, r) < 0)
+		goto drop;
+	pos = fx_hashtab_probe(&r->wait_index, wait_hash(o.s.tid), wait_eq, r, &o.s.tid);
+	found = fx_hashtab_at(&r->wait_index, pos);
+	if (found != FX_HASHTAB_NONE) {
+		/* its end was lost: the older start goes */
+		r->counters.waits_dropped++;
+		wait_remove(r, found);
+		pos = fx_hashtab_probe(&r->wait_index, wait_hash(o.s.tid), wait_eq, r, &o.s.tid);
+	}
+	if (r->nwaits >= FX_RECORDER_MAX_WAITS ||
+	    fx_grow(&r->waits, &r->waits_cap, r->nwaits + 1, sizeof(*r->waits)) < 0)
+		goto drop;
+	proc = fx_procs_get(r->procs, o.s.pid);
+	fx_procs_thread(r->procs, o.s.pid, o.s.tid);
+	fx_unwind_sample(r->unwinder, proc, &o.s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
+	/* The innermost frame says why it waits. */
+	r->frames[res.n] = (struct fx_window_frame){ .object = FX_OBJ_OFFCPU, .addr = o.state };
+	w = &r->waits[r->nwaits];
+	*w = (struct fx_recorder_wait){ .pid = o.s.pid,
+					.tid = o.s.tid,
+					.t_out = o.s.time,
+					.from = o.s.time,
+					.state = o.state,
+					.tag = o.tag,
+					.p = o.p,
+					.truncated = res.truncated,
+					.n = (uint32_t)res.n + 1 };
+	w->frames = malloc(w->n * sizeof(*w->frames));
+	if (!w->frames)
+		goto drop;
+	memcpy(w->frames, r->frames, w->n * sizeof(*w->frames));
+	fx_hashtab_put(&r->wait_index, pos, (uint32_t)r->nwaits);
+	r->nwaits++;
+	return;
+drop:
+	r->counters.waits_dropped++;
+}
+
+/* Adds the part of pending wait @w from w->from to @until, weighted by its
+ * probability, at time @at. */
+static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t until, uint64_t at)
+{
+	struct fx_record_sample s;
+	struct fx_window *routes[FX_RECORDER_MAX_ROUTES];
+	const struct fx_proc *proc;
+	uint64_t weight;
+	size_t nroutes;
+
+	if (until <= w->from)
+		return;
+	weight = (until - w->from) * FX_RECORD_OFFCPU_P1 / w->p;
+	w->from = until;
+	memset(&s, 0, sizeof(s));
+	s.pid = w->pid;
+	s.tid = w->tid;
+	s.time = at;
+	s.id = FX_RECORD_OFFCPU_ID | w->tag;
+	nroutes = route(r, &s, &proc, routes);
+	for (size_t k = 0; k < nroutes; k++) {
+		struct fx_window *win = routes[k];
+		uint32_t stack = fx_window_intern_stack(win, w->frames, w->n);
+
+		if (w->truncated)
+			win->counters.truncated++;
+		if (stack == FX_NONE) {
+			win->counters.dropped_stacks++;
+			continue;
+		}
+		fx_window_add_wait(win, at, w->pid, w->tid, stack, weight);
+	}
+}
+
+static void on_wait_end(struct fx_recorder *r, const struct perf_event_header *h)
+{
+	struct fx_record_offcpu_end e;
+	uint32_t i;
+
+	if (fx_record_offcpu_end(h, &e) < 0) {
+		r->counters.bad_records++;
+		return;
+	}
+	if (r->sink.before_sample)
+		r->sink.before_sample(r->sink.ctx, e.t_in);
+	i = r->nwaits ? fx_hashtab_find(&r->wait_index, wait_hash(e.tid), wait_eq, r, &e.tid)
+		      : FX_HASHTAB_NONE;
+	if (i == FX_HASHTAB_NONE || r->waits[i].t_out != e.t_out) {
+		if (wanted(r, e.pid))
+			r->counters.waits_unpaired++;
+		return;
+	}
+	add_wait(r, &r->waits[i], e.t_in, e.t_in);
+	wait_remove(r, i);
+}
+
+void fx_recorder_cut_waits(struct fx_recorder *r, uint64_t end_ns)
+{
+	for (size_t i = 0; i < r->nwaits; i++)
+		add_wait(r, &r->waits[i], end_ns, end_ns ? end_ns - 1 : 0);
 }
 
 static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)
@@ -115,6 +292,13 @@ static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)
 
 static void on_exit_record(struct fx_recorder *r, const struct fx_record_task *t)
 {
+	uint32_t i =
+		r->nwaits ? fx_hashtab_find(&r->wait_index, wait_hash(t->tid), wait_eq, r, &t->tid)
+			  : FX_HASHTAB_NONE;
+
+	/* A thread that exits waits no more (its end never comes). */
+	if (i != FX_HASHTAB_NONE)
+		wait_remove(r, i);
 	fx_procs_on_exit(r->procs, t->pid, t->tid);
 	if (t->pid == t->tid)
 		fx_unwind_forget(r->unwinder, t->pid);
@@ -151,6 +335,12 @@ void fx_recorder_handle(void *ctx, const struct perf_event_header *h)
 		break;
 	case PERF_RECORD_MMAP2:
 		on_mmap2(r, h);
+		break;
+	case FX_RECORD_OFFCPU:
+		on_wait_start(r, h);
+		break;
+	case FX_RECORD_OFFCPU_END:
+		on_wait_end(r, h);
 		break;
 	case PERF_RECORD_COMM: {
 		struct fx_record_comm c;

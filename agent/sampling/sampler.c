@@ -9,12 +9,14 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/ring.h"
 #include "fxagent/util.h"
 
@@ -47,7 +49,8 @@ struct fx_sampler {
 	struct cg_event *cg; /* sorted by id */
 	size_t ncg, cg_cap;
 	bool enabled;
-	bool map_refused; /* a ring's mmap hit the locked-memory limits (logged) */
+	bool map_refused;	  /* a ring's mmap hit the locked-memory limits (logged) */
+	struct fx_offcpu *offcpu; /* off-CPU waits, or NULL */
 	struct fx_sampler_stats stats;
 };
 
@@ -378,7 +381,8 @@ int fx_sampler_open(const struct fx_sampler_opts *opts, struct fx_sampler **out)
 	s->stats.ring_pages = s->opts.ring_pages;
 	s->stats.build_id = true;
 	s->ev = calloc((size_t)n, sizeof(*s->ev));
-	s->pfd = calloc((size_t)n, sizeof(*s->pfd));
+	/* and one for the off-CPU ring (fx_sampler_set_offcpu()) */
+	s->pfd = calloc((size_t)n + 1, sizeof(*s->pfd));
 	if (!s->ev || !s->pfd) {
 		ret = -ENOMEM;
 		goto fail;
@@ -443,6 +447,7 @@ void fx_sampler_free(struct fx_sampler *s)
 	for (size_t i = 0; i < s->ncg; i++)
 		close(s->cg[i].fd);
 	free(s->cg);
+	fx_offcpu_free(s->offcpu);
 	free(s);
 }
 
@@ -472,16 +477,26 @@ static int ioctl_cgroups(struct fx_sampler *s, unsigned long req)
 int fx_sampler_enable(struct fx_sampler *s)
 {
 	int ret = ioctl_all(s, PERF_EVENT_IOC_ENABLE);
+	char why[512];
 
 	if (ret == 0)
 		ret = ioctl_cgroups(s, PERF_EVENT_IOC_ENABLE);
 	s->enabled = ret == 0;
+	if (s->enabled && s->offcpu && fx_offcpu_enable(s->offcpu, why, sizeof(why)) < 0) {
+		fx_log(FX_LOG_WARN, "off-CPU time is not recorded: %s; CPU profiling goes on", why);
+		fx_offcpu_free(s->offcpu);
+		s->offcpu = NULL;
+	}
 	return ret;
 }
 
 int fx_sampler_disable(struct fx_sampler *s)
 {
-	int ret = ioctl_cgroups(s, PERF_EVENT_IOC_DISABLE);
+	int ret;
+
+	if (s->offcpu)
+		fx_offcpu_disable(s->offcpu);
+	ret = ioctl_cgroups(s, PERF_EVENT_IOC_DISABLE);
 
 	if (ret == 0)
 		ret = ioctl_all(s, PERF_EVENT_IOC_DISABLE);
@@ -536,6 +551,15 @@ int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag)
 		return ret;
 	}
 	qsort(s->cg, s->ncg, sizeof(*s->cg), cmp_cg);
+	if (s->offcpu) {
+		struct stat st;
+
+		/* A cgroup v2 id is its directory's inode number. */
+		if (fstat(cgroup_fd, &st) < 0 ||
+		    fx_offcpu_add_cgroup(s->offcpu, (uint64_t)st.st_ino, tag) < 0)
+			fx_log(FX_LOG_WARN, "off-CPU waits of a cgroup are not recorded: %s",
+			       strerror(errno));
+	}
 	return 0;
 }
 
@@ -543,6 +567,8 @@ void fx_sampler_remove_cgroup(struct fx_sampler *s, uint32_t tag)
 {
 	size_t n = 0;
 
+	if (s->offcpu)
+		fx_offcpu_remove_cgroup(s->offcpu, tag);
 	for (size_t i = 0; i < s->ncg; i++) {
 		if (s->cg[i].tag == tag)
 			close(s->cg[i].fd);
@@ -606,16 +632,30 @@ static int drain(struct fx_sampler *s, uint64_t cut, fx_sampler_fn fn, void *ctx
 {
 	size_t dispatched = 0;
 
+	if (s->offcpu)
+		fx_offcpu_read(s->offcpu);
 	for (unsigned i = 0; i < s->nev; i++) {
 		fx_ring_begin(&s->ev[i].ring);
 		peek(s, &s->ev[i], cut);
 	}
 	for (;;) {
 		struct cpu_event *best = NULL;
+		const struct perf_event_header *off = NULL;
+		uint64_t off_time = 0;
 
 		for (unsigned i = 0; i < s->nev; i++)
 			if (s->ev[i].next && (!best || s->ev[i].next_time < best->next_time))
 				best = &s->ev[i];
+		/* An off-CPU wait goes before a ring's record of the same time. */
+		if (s->offcpu)
+			off = fx_offcpu_peek(s->offcpu, best ? best->next_time : cut, &off_time);
+		if (off) {
+			s->stats.records++;
+			fn(ctx, off);
+			fx_offcpu_pop(s->offcpu);
+			dispatched++;
+			continue;
+		}
 		if (!best)
 			break;
 		s->stats.records++;
@@ -640,7 +680,7 @@ int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void
 	int ret;
 
 	if (timeout_ms != 0) {
-		ret = poll(s->pfd, s->nev, timeout_ms);
+		ret = poll(s->pfd, s->nev + (s->offcpu != NULL), timeout_ms);
 		if (ret < 0 && errno != EINTR)
 			return -errno;
 	}
@@ -652,6 +692,19 @@ int fx_sampler_poll(struct fx_sampler *s, int timeout_ms, fx_sampler_fn fn, void
 int fx_sampler_flush(struct fx_sampler *s, fx_sampler_fn fn, void *ctx)
 {
 	return drain(s, UINT64_MAX, fn, ctx);
+}
+
+void fx_sampler_set_offcpu(struct fx_sampler *s, struct fx_offcpu *o)
+{
+	fx_offcpu_free(s->offcpu);
+	s->offcpu = o;
+	if (o)
+		s->pfd[s->nev] = (struct pollfd){ .fd = fx_offcpu_poll_fd(o), .events = POLLIN };
+}
+
+const struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s)
+{
+	return s->offcpu;
 }
 
 void fx_sampler_get_stats(const struct fx_sampler *s, struct fx_sampler_stats *out)

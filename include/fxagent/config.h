@@ -55,6 +55,12 @@ struct fx_config {
 		bool include_idle;    /* default false */
 		uint64_t ring_bytes;  /* ring_size per CPU: 0 (default) = sized for the rate
 					 (ringplan.h), else a power of two, 4 KiB-64 MiB */
+		struct {
+			bool enabled;	       /* off_cpu.enabled; default false */
+			unsigned min_block_ms; /* 0-1000 (0: every wait); default 5 (offcpu.h) */
+			unsigned budget;       /* sampled waits per second per CPU, 1-100000;
+						  default 250 */
+		} off_cpu;
 	} sampling;
 	struct {
 		unsigned seconds;  /* 1-3600; default 60 */

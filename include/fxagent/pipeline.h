@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "fxagent/config.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/namecheck.h"
 #include "fxagent/ringplan.h"
 #include "fxagent/unwind.h"
@@ -74,6 +75,12 @@ struct fx_pipeline_stats {
 	 * thread's own CPU time. */
 	uint64_t rotation_ns_max, rotation_ns_sum;
 	uint64_t rotation_cpu_ns_max, rotation_cpu_ns_sum;
+	/* Off-CPU waits (offcpu.h), when on: the program's counters, and the
+	 * sampled waits the recorder dropped (a start replaced, or over its
+	 * bound) and the ends it found no start for. */
+	bool off_cpu;
+	struct fx_offcpu_stats offcpu;
+	uint64_t waits_dropped, waits_unpaired;
 	/* The last chunk written (read them after fx_pipeline_finish). */
 	char last_path[PATH_MAX];
 	uint64_t last_samples, last_threads, last_bytes;

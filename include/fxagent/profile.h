@@ -50,6 +50,10 @@ struct fx_profile_thread {
 	uint32_t tid;
 	const char *name;	  /* thread name */
 	const char *process_name; /* name of the process (its main thread's comm / exe) */
+	/* The thread's off-CPU waits (window samples with wait_us), as a track
+	 * of its own weighted in milliseconds ("tracing-ms"); its CPU samples
+	 * go to the entry without it. */
+	bool off_cpu;
 };
 
 enum fx_marker_type {
@@ -94,6 +98,12 @@ struct fx_profile_meta {
 	size_t nlabels;
 	uint64_t samples, lost, truncated;
 	uint64_t dropped; /* samples left out: their stack was over window.max_stacks */
+	/* Off-CPU waits (offcpu.h), written as meta.fxagent.offCpu when on:
+	 * waits shown and the milliseconds they stand for, and sampled waits not
+	 * shown (over the budget, out of room) with theirs. */
+	bool off_cpu;
+	uint64_t waits, waits_dropped;
+	double wait_ms, waits_dropped_ms;
 };
 
 struct fx_profile_input {

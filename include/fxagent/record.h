@@ -76,6 +76,36 @@ struct fx_record_lost { /* LOST and LOST_SAMPLES */
 	struct fx_record_id id;
 };
 
+/* Off-CPU waits (offcpu.h): not the kernel's records, the agent's own.
+ * FX_RECORD_OFFCPU is a sampled wait's start: its state, the cgroup
+ * target's tag and its probability (4 bytes each, and 4 of padding), then a whole
+ * PERF_RECORD_SAMPLE of the sampler's format (header included) with the stacks it waits in, stamped
+ * when it left the CPU. FX_RECORD_OFFCPU_END is the same wait's end, with its weight. */
+#define FX_RECORD_OFFCPU     0x7f01
+#define FX_RECORD_OFFCPU_END 0x7f02
+/* In cgroup mode the inner sample's PERF_SAMPLE_IDENTIFIER is this bit and
+ * the target's tag: no event of the kernel's has an id this high. */
+#define FX_RECORD_OFFCPU_ID (1ull << 63)
+
+struct fx_record_offcpu {
+	uint32_t state; /* enum fx_offcpu_state_kind (offcpu.h) */
+	uint32_t tag;	/* the cgroup target's tag, or UINT32_MAX */
+	uint32_t p;	/* the probability it was sampled with, of FX_RECORD_OFFCPU_P1 */
+	struct fx_record_sample s;
+};
+#define FX_RECORD_OFFCPU_P1 65536
+
+struct fx_record_offcpu_end {
+	uint32_t pid, tid;
+	uint64_t t_out, t_in; /* CLOCK_MONOTONIC ns: the wait */
+	uint64_t weight_ns;   /* the off-CPU time it stands for */
+	uint32_t state, tag;
+};
+
+int fx_record_offcpu(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+		     struct fx_record_offcpu *out);
+int fx_record_offcpu_end(const struct perf_event_header *h, struct fx_record_offcpu_end *out);
+
 int fx_record_sample(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
 		     struct fx_record_sample *out);
 int fx_record_mmap2(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
@@ -87,8 +117,8 @@ int fx_record_task(const struct fx_record_fmt *fmt, const struct perf_event_head
 int fx_record_lost(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
 		   struct fx_record_lost *out);
 
-/* The time of any record: the sample's time, or the trailer's for side-band
- * records; 0 when the record carries none. */
+/* The time of any record: the sample's time (an off-CPU wait's start or end), or the trailer's for
+ * side-band records; 0 when the record carries none. */
 uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event_header *h);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fxagent/hashtab.h"
 #include "fxagent/objects.h"
 #include "fxagent/procs.h"
 #include "fxagent/record.h"
@@ -47,12 +48,31 @@ struct fx_recorder_sink {
 };
 
 #define FX_RECORDER_MAX_ROUTES 64
+/* Off-CPU waits whose start was seen and whose end was not: each holds its
+ * unwound frames (the stack was copied when it began). Past this many, a
+ * new start is dropped and counted. */
+#define FX_RECORDER_MAX_WAITS 4096
+
+struct fx_recorder_wait {
+	uint32_t pid, tid;
+	uint64_t t_out;
+	uint64_t from; /* counted up to here: t_out, or the last window's end */
+	uint32_t state, tag;
+	uint32_t p; /* of FX_RECORD_OFFCPU_P1 */
+	bool truncated;
+	uint32_t n;
+	struct fx_window_frame *frames; /* n, outermost first, then the state's */
+};
 
 struct fx_recorder_counters {
 	uint64_t bad_records; /* records that failed to decode */
 	uint64_t filtered;    /* samples of processes not asked for */
 	uint64_t idle;	      /* samples of the idle task left out (include_idle) */
 	uint64_t lost_events; /* LOST / LOST_SAMPLES records */
+	/* off-CPU waits: starts dropped at FX_RECORDER_MAX_WAITS or replaced
+	 * by a later start of their thread, ends without their start */
+	uint64_t waits_dropped;
+	uint64_t waits_unpaired;
 };
 
 struct fx_recorder {
@@ -65,7 +85,10 @@ struct fx_recorder {
 	struct fx_recorder_counters counters;
 	struct fx_lost_event lost[FX_RECORDER_MAX_LOST_EVENTS];
 	size_t nlost;
-	struct fx_window_frame frames[FX_UNWIND_MAX_FRAMES];
+	struct fx_window_frame frames[FX_UNWIND_MAX_FRAMES + 1];
+	struct fx_recorder_wait *waits; /* pending, indexed by tid */
+	size_t nwaits, waits_cap;
+	struct fx_hashtab wait_index;
 };
 
 /* Sets up @r; the pointers must outlive it. @opts->pids is copied by pointer. */
@@ -73,10 +96,20 @@ void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts
 		      const struct fx_record_fmt *fmt, struct fx_procs *procs,
 		      struct fx_unwinder *unwinder, struct fx_window *window);
 
+/* Frees the pending off-CPU waits. */
+void fx_recorder_release(struct fx_recorder *r);
+
+/* A window ends at @end_ns: each pending off-CPU wait adds the part of it
+ * up to there to the window(s) it belongs to, so that a thread blocked for
+ * longer than a window shows in each. */
+void fx_recorder_cut_waits(struct fx_recorder *r, uint64_t end_ns);
+
 /* Routes samples through @sink instead of the one window. */
 void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *sink);
 
-/* Handles one record; a fx_sampler_fn (ctx is the recorder). */
+/* Handles one record; a fx_sampler_fn (ctx is the recorder). An off-CPU
+ * wait's start (FX_RECORD_OFFCPU) is unwound at once and held; its end
+ * (FX_RECORD_OFFCPU_END) adds it to the window(s) with its weight. */
 void fx_recorder_handle(void *ctx, const struct perf_event_header *h);
 
 #endif

@@ -107,6 +107,15 @@ void fx_sampler_remove_cgroup(struct fx_sampler *s, uint32_t tag);
 /* The tag of the event with sample id @id, or UINT32_MAX. */
 uint32_t fx_sampler_tag(const struct fx_sampler *s, uint64_t id);
 
+struct fx_offcpu;
+/* Takes @o (offcpu.h): its records are merged into those handed out, in
+ * time order; it is enabled and disabled with the sampler, watches the
+ * cgroups added (cgroup mode), and is freed with it. An @o that cannot be
+ * enabled is freed, with a warning: CPU sampling goes on. */
+void fx_sampler_set_offcpu(struct fx_sampler *s, struct fx_offcpu *o);
+/* The off-CPU module taken, or NULL. */
+const struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s);
+
 /* Parses a CPU list like "0-3,5,7-8" into a bitmap of @max bits. Returns the
  * number of CPUs set, or -EINVAL. */
 int fx_sampler_parse_cpus(const char *list, uint8_t *bitmap, unsigned max);

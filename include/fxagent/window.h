@@ -22,6 +22,9 @@
 /* Special values of fx_window_frame.object */
 #define FX_OBJ_KERNEL  (UINT32_MAX - 1) /* addr is a kernel address */
 #define FX_OBJ_UNKNOWN (UINT32_MAX - 2) /* addr is a user address in no known mapping */
+/* addr is the state of an off-CPU wait (offcpu.h): the innermost frame of
+ * its stack, "[off-CPU: sleeping]" */
+#define FX_OBJ_OFFCPU (UINT32_MAX - 3)
 
 struct fx_window_frame {
 	uint32_t object; /* object id (see procs.h), or FX_OBJ_KERNEL / FX_OBJ_UNKNOWN */
@@ -38,6 +41,10 @@ struct fx_window_sample {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t stack; /* index into stacks, FX_NONE for an empty stack */
+	/* 0: a CPU sample; else an off-CPU wait of this many microseconds
+	 * (its weight: sampled waits stand for more than their length), ending
+	 * at time_ns */
+	uint32_t wait_us;
 };
 
 struct fx_window_counters {
@@ -45,6 +52,12 @@ struct fx_window_counters {
 	uint64_t lost;		 /* samples the kernel reported lost */
 	uint64_t dropped_stacks; /* samples whose stack did not fit under max_stacks */
 	uint64_t truncated;	 /* samples whose stack was cut short */
+	uint64_t waits;		 /* off-CPU waits added (of the samples) */
+	uint64_t wait_us;	 /* their weights */
+	/* sampled waits not shown: over the budget or out of room, with
+	 * their weights (offcpu.h), as the agent learnt of them in this window */
+	uint64_t waits_dropped;
+	uint64_t waits_dropped_us;
 };
 
 struct fx_window {
@@ -84,5 +97,9 @@ uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_fram
 /* Appends a sample. Returns 0 or -ENOMEM. */
 int fx_window_add_sample(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
 			 uint32_t stack);
+/* Appends an off-CPU wait ending at @time_ns that stands for @weight_ns
+ * (counted in microseconds, at most UINT32_MAX). Returns 0 or -ENOMEM. */
+int fx_window_add_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
+		       uint32_t stack, uint64_t weight_ns);
 
 #endif

@@ -578,7 +578,7 @@ static const struct tcase cases[] = {
 	  NULL },
 	{ "unknown key in a section", "sampling:\n  freq: 99\n", 0, NULL, NULL, -EINVAL,
 	  ":2:3: sampling.freq: unknown key, expected one of frequency, unwind, stack_bytes, "
-	  "kernel_stacks, include_idle, ring_size",
+	  "kernel_stacks, include_idle, ring_size, off_cpu",
 	  NULL },
 	{ "unknown key in a target", "targets:\n  - name: a\n    pid: 1\n    user: www\n", 0, NULL,
 	  NULL, -EINVAL,

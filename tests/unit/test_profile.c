@@ -101,9 +101,9 @@ static const struct fx_window_frame f_kernel = { FX_OBJ_KERNEL, KADDR };
 static const struct fx_window_frame f_unknown = { FX_OBJ_UNKNOWN, 0x7fff0000 };
 
 static const struct fx_profile_thread threads[] = {
-	{ 1000, 1000, "myapp", "myapp" },
-	{ 1000, 1001, "worker", "myapp" },
-	{ 2000, 2000, "bad\xffname", "bad\xffname" },
+	{ 1000, 1000, "myapp", "myapp", false },
+	{ 1000, 1001, "worker", "myapp", false },
+	{ 2000, 2000, "bad\xffname", "bad\xffname", false },
 };
 
 struct fixture {

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* What the off-CPU BPF program (offcpu.bpf.c) and its loader (offcpu.c)
+ * share: the event of one wait, its statistics and its settings. Plain
+ * kernel types: the BPF side has no libc. */
+#ifndef FXAGENT_OFFCPU_INT_H
+#define FXAGENT_OFFCPU_INT_H
+
+#include <linux/types.h>
+
+#define FX_OFFCPU_STACK_MAX  32768 /* sampling.stack_bytes' upper bound */
+#define FX_OFFCPU_MAX_IPS    127   /* PERF_MAX_STACK_DEPTH */
+#define FX_OFFCPU_NREGS	     17	   /* FX_DWUNWIND_REGS_MASK's registers */
+#define FX_OFFCPU_MAX_LEVELS 16	   /* cgroup depth searched for a target */
+
+/* Why a thread was off the CPU: what its state was at the switch. */
+enum fx_offcpu_state {
+	FX_OFFCPU_SLEEP = 1,	/* TASK_INTERRUPTIBLE: a lock, a read, a sleep */
+	FX_OFFCPU_DISK = 2,	/* TASK_UNINTERRUPTIBLE: mostly I/O */
+	FX_OFFCPU_RUNNABLE = 3, /* preempted or yielded: waiting for a CPU */
+};
+
+enum fx_offcpu_kind {
+	FX_OFFCPU_START = 1, /* a sampled thread left the CPU: its stacks */
+	FX_OFFCPU_END = 2,   /* it ran again: the wait's length and weight */
+};
+
+/* A sampled wait's start, written at the switch out, in the thread's own
+ * context: its stacks are those it waits in. */
+struct fx_offcpu_start {
+	__u32 kind; /* FX_OFFCPU_START */
+	__u32 pid, tid, cpu;
+	__u64 t_out;		     /* CLOCK_MONOTONIC ns */
+	__u32 state;		     /* enum fx_offcpu_state */
+	__u32 tag;		     /* the matched cgroup's tag; ~0 without cgroup targets */
+	__u32 kstack_bytes;	     /* bytes of kstack */
+	__u32 uips_bytes;	     /* bytes of uips (frame-pointer mode) */
+	__u32 stack_bytes;	     /* bytes of stack copied (DWARF mode) */
+	__u32 p;		     /* the probability it was sampled with, of 65536 */
+	__u64 regs[FX_OFFCPU_NREGS]; /* user registers in perf's order (DWARF mode) */
+	__u64 kstack[FX_OFFCPU_MAX_IPS];
+	__u64 uips[FX_OFFCPU_MAX_IPS];
+	__u8 stack[FX_OFFCPU_STACK_MAX];
+};
+
+/* Its end, written when the thread is switched in again. */
+struct fx_offcpu_end {
+	__u32 kind; /* FX_OFFCPU_END */
+	__u32 pid, tid, cpu;
+	__u64 t_out, t_in;
+	__u64 weight_ns; /* the off-CPU time it stands for: length / probability */
+	__u32 state, tag;
+};
+
+/* What the loader sets, in the one entry of the settings map. */
+enum fx_offcpu_filter {
+	FX_OFFCPU_ALL = 0,    /* every user thread */
+	FX_OFFCPU_PIDS = 1,   /* the processes in the pids map */
+	FX_OFFCPU_CGROUPS = 2 /* the cgroups in the cgroups map, and below */
+};
+
+struct fx_offcpu_settings {
+	__u64 min_block_ns; /* a thread whose waits last this long on average has
+			       each recorded; shorter ones in proportion */
+	__u64 budget;	    /* events per second per CPU; 0 = none written */
+	__u32 stack_bytes;  /* user stack copy; 0: frame-pointer callchains */
+	__u32 kernel;	    /* kernel stacks */
+	__u32 filter;	    /* enum fx_offcpu_filter */
+	__u32 self_pid;	    /* the agent, never watched */
+};
+
+/* Per CPU, summed by the loader. */
+struct fx_offcpu_bpf_stats {
+	__u64 waits;	    /* switches in of a watched thread after a switch out */
+	__u64 wait_ns;	    /* their off-CPU time, all of it */
+	__u64 emitted;	    /* sampled waits written whole (start and end) */
+	__u64 emitted_ns;   /* their weights */
+	__u64 budget_drops; /* sampled waits over the budget, not written */
+	__u64 budget_ns;    /* their weights */
+	__u64 ring_drops;   /* sampled waits the ring had no room for */
+	__u64 ring_ns;	    /* their weights */
+	__u64 stack_faults; /* user stack copies that read nothing */
+};
+
+#endif
