@@ -144,7 +144,7 @@ int view_merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms,
 	m->funcs.width = 2;
 	m->frames.width = 6;
 	m->stacks.width = 2;
-	m->tracks.width = 3;
+	m->tracks.width = 4; /* host, pid, tid, off-CPU */
 	m->windows.width = 5;
 	m->start = INFINITY;
 	m->end = -INFINITY;
@@ -314,7 +314,7 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 	uint64_t key[REC_MAX] = { host };
 	uint32_t pid = t->pid.len ? str_of(m, c, t->pid) : str_of(m, c, (struct vstr){ 0 });
 	uint32_t name = str_of(m, c, t->name), pname = str_of(m, c, t->process_name);
-	uint32_t i;
+	uint32_t i, oname = UINT32_MAX;
 	size_t n = m->tracks.n;
 
 	if (pid == UINT32_MAX || name == UINT32_MAX || pname == UINT32_MAX)
@@ -323,26 +323,46 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 		key[1] = pid;
 	if (m->mode == FX_VIEW_MERGE_THREADS)
 		key[2] = bits(t->tid);
+	/* Waits stay apart from CPU samples: another track, in milliseconds. */
+	key[3] = t->off_cpu;
 	i = view_rectab_add(&m->tracks, key);
 	if (i == UINT32_MAX || i < n)
 		return i;
 	if (fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
 		return UINT32_MAX;
+	if (t->off_cpu && m->mode != FX_VIEW_MERGE_THREADS) {
+		/* A merged wait track is named for its process, or its host. */
+		char buf[600];
+		size_t len;
+		const char *base =
+			view_strtab_at(&m->strs, m->mode == FX_VIEW_MERGE_ALL ? host : pname, &len);
+		int k = snprintf(buf, sizeof(buf), "%.*s (off-CPU)", (int)(len < 400 ? len : 400),
+				 base);
+
+		oname = view_strtab_add(&m->strs, buf, (size_t)k);
+		if (oname == UINT32_MAX)
+			return UINT32_MAX;
+	}
 	switch (m->mode) {
 	case FX_VIEW_MERGE_THREADS:
 		m->tinfo[i] = (struct mtrack){
 			.name = name,
 			.process_name = pname,
-			.main = t->tid == strtod(view_vstr_at(c, t->pid), NULL),
+			.main = !t->off_cpu && t->tid == strtod(view_vstr_at(c, t->pid), NULL),
 		};
 		break;
 	case FX_VIEW_MERGE_PROCESSES:
-		m->tinfo[i] = (struct mtrack){ .name = pname, .process_name = pname, .main = true };
+		m->tinfo[i] = (struct mtrack){ .name = t->off_cpu ? oname : pname,
+					       .process_name = pname,
+					       .main = !t->off_cpu };
 		break;
 	case FX_VIEW_MERGE_ALL:
-		m->tinfo[i] = (struct mtrack){ .name = host, .process_name = host, .main = true };
+		m->tinfo[i] = (struct mtrack){ .name = t->off_cpu ? oname : host,
+					       .process_name = host,
+					       .main = !t->off_cpu };
 		break;
 	}
+	m->tinfo[i].off_cpu = t->off_cpu;
 	return i;
 }
 
@@ -481,7 +501,14 @@ static int add_samples(struct merge *m, const struct vchunk *c, const struct vth
 
 		if (!in_range(m, at) || weight[i] == 0)
 			continue;
-		m->raw_samples += ms.weight;
+		if (t->off_cpu) {
+			/* A wait's milliseconds, kept as whole microseconds */
+			double us = round(weight[i] * 1000.0);
+
+			ms.weight = us < 1 ? 1 : us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+		} else {
+			m->raw_samples += ms.weight;
+		}
 		if (m->bucket_ms > 0) {
 			ms.time = bucket_of(m, at);
 			if (fold_add(m, &ms) < 0)

@@ -456,6 +456,18 @@ static int scalar(struct parse *p, double num, const unsigned char *s, size_t le
 				return text_add(p, s, len, &c->libs[c->nlibs - 1].f[f]);
 		}
 		return 1;
+	case C_TABLE:
+		/* A thread's samples are CPU samples or off-CPU waits (ms). */
+		if (top(p)->table != T_SAMPLES || strcmp(k, "weightType") || !p->thread)
+			return 1;
+		if (is_str && len == strlen("tracing-ms") && !memcmp(s, "tracing-ms", len))
+			p->thread->off_cpu = true;
+		else if (!is_str || len != strlen("samples") || memcmp(s, "samples", len))
+			return fail(p, -EINVAL,
+				    "thread %zu: samples.weightType is neither \"samples\" nor "
+				    "\"tracing-ms\"",
+				    c->nthreads - 1);
+		return 1;
 	case C_THREAD:
 		if (!strcmp(k, "tid"))
 			p->thread->tid = is_str ? strtod((const char *)s, NULL) : num;

@@ -55,6 +55,7 @@ struct vlib {
 struct vthread {
 	struct vstr name, process_name, pid;
 	double tid;
+	bool off_cpu; /* samples.weightType "tracing-ms": off-CPU waits, weights in ms */
 	size_t samples_begin, samples_end; /* into the sample columns */
 	size_t markers_begin, markers_end; /* into the marker columns */
 };
@@ -193,6 +194,7 @@ enum mmarker_type {
 struct mtrack {
 	uint32_t name, process_name; /* string indexes: the first seen */
 	bool main;		     /* a process's main thread (or its only track) */
+	bool off_cpu;		     /* off-CPU waits: sample weights in microseconds */
 };
 
 struct mmarker {

@@ -253,7 +253,7 @@ static void write_markers(const struct merge *m, uint64_t host, bool carrier, st
 	fx_json_object_end(j);
 }
 
-static void write_samples(const struct merge *m, const struct msample *s, size_t n,
+static void write_samples(const struct merge *m, const struct msample *s, size_t n, bool off_cpu,
 			  struct fx_json *j)
 {
 	bool weighted = m->bucket_ms > 0;
@@ -267,6 +267,16 @@ static void write_samples(const struct merge *m, const struct msample *s, size_t
 	for (size_t i = 0; i < n; i++)
 		fx_json_double(j, s[i].time - m->start);
 	fx_json_array_end(j);
+	if (off_cpu) {
+		/* Waits: their weight is time, in milliseconds. */
+		fx_json_key_array(j, "weight");
+		for (size_t i = 0; i < n; i++)
+			fx_json_double(j, (double)s[i].weight / 1000.0);
+		fx_json_array_end(j);
+		fx_json_key_string(j, "weightType", "tracing-ms");
+		fx_json_object_end(j);
+		return;
+	}
 	if (weighted) {
 		fx_json_key_array(j, "weight");
 		for (size_t i = 0; i < n; i++)
@@ -321,7 +331,7 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 		snprintf(pname, sizeof(pname), "%s", str(m, ti->process_name));
 	fx_json_object_begin(j);
 	fx_profile_thread_head(j, str(m, ti->name), pname, ti->main, pid, tid);
-	write_samples(m, s, n, j);
+	write_samples(m, s, n, ti->off_cpu, j);
 	write_markers(m, view_rectab_at(&m->tracks, t)[0], carrier, j);
 	fx_json_object_end(j);
 }

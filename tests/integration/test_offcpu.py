@@ -151,6 +151,26 @@ def body(t):
         th["name"].endswith(" (off-CPU)") for th in off_tracks(prof, hot.pid)),
         "fx-hot-ab's waits are not on a track of their own")
 
+    # fxagent view merges waits like samples: per process, the threads' waits
+    # add up in one "(off-CPU)" track, to the microsecond; CPU tracks apart.
+    merged = os.path.join(t.work, "merged.json.gz")
+    p = t.run_agent("view", out, "--merge", "processes", "--output", merged)
+    t.require(p.returncode == 0, f"fxagent view exited {p.returncode}: {p.stderr[-1000:]}")
+    mp = t.load(merged)
+    mtracks = off_tracks(mp, waits.pid)
+    t.check([th["name"] for th in mtracks] == ["fx-waits (off-CPU)"],
+            f"merged off-CPU tracks of fx-waits: {[th['name'] for th in mtracks]}")
+    want = sum(prof.weight([th]) for th in tracks)
+    got = sum(mp.weight([th]) for th in mtracks)
+    t.note(f"view --merge processes: fx-waits (off-CPU) {got:.3f} ms, the threads' "
+           f"{want:.3f} ms")
+    t.check(abs(got - want) <= 0.001 * len(tracks) + 1e-6 * want,
+            f"merged waits {got:.3f} ms, the threads' {want:.3f} ms")
+    cpu = [th for th in mp.threads_of(waits.pid) if th["samples"].get("weightType") == "samples"]
+    t.check(mp.weight(cpu) == sum(prof.weight([th]) for th in prof.threads_of(waits.pid)
+                                  if th["samples"].get("weightType") == "samples"),
+            "the merged CPU samples of fx-waits are not the threads'")
+
     cli = t.cli(out, "offcpu")
     rows = [r for r in cli.threads() if str(r["pid"]) == str(waits.pid)]
     sleeper = [r for r in rows if r["name"] == "fx-sleeper (off-CPU)"]
