@@ -25,7 +25,13 @@ static int get_off_cpu(struct ctx *x, const struct node *n)
 		r = cfg_get_bool(x, v[0], "sampling.off_cpu.enabled",
 				 &x->c->sampling.off_cpu.enabled);
 	if (!r && v[1]) {
-		r = cfg_get_duration(x, v[1], "sampling.off_cpu.min_block", 0, 1000, 1, &u);
+		/* 0 is every wait: not the "no limit" a duration's 0 says */
+		const struct node *m = v[1];
+
+		if (m->type == N_SCALAR && m->plain && !m->tag && m->len == 1 && m->str[0] == '0')
+			u = 0;
+		else
+			r = cfg_get_duration(x, m, "sampling.off_cpu.min_block", 1, 1000, 1, &u);
 		if (!r)
 			x->c->sampling.off_cpu.min_block_ms = (unsigned)u;
 	}

@@ -150,9 +150,9 @@ static int get_unit(struct ctx *x, const struct node *n, const char *path, char 
 	return 0;
 }
 
-enum { T_NAME, T_UNIT, T_CGROUP, T_PROCESS, T_PID, T_LABELS, T_NKEYS };
-static const char *const target_keys[T_NKEYS] = { "name",    "systemd_unit", "cgroup",
-						  "process", "pid",	     "labels" };
+enum { T_NAME, T_UNIT, T_CGROUP, T_PROCESS, T_PID, T_LABELS, T_OFF_CPU, T_NKEYS };
+static const char *const target_keys[T_NKEYS] = { "name", "systemd_unit", "cgroup", "process",
+						  "pid",  "labels",	  "off_cpu" };
 
 /* The name of @t, the target at @idx: one no earlier target has (@names
  * holds their name nodes; this one's is added). */
@@ -295,6 +295,14 @@ static int get_target(struct ctx *x, const struct node *n, const char *path, siz
 	if (!r && v[T_LABELS]) {
 		cfg_child_path(sub, path, target_keys[T_LABELS]);
 		r = cfg_get_labels(x, v[T_LABELS], sub, t->labels, &t->nlabels);
+	}
+	t->off_cpu = -1;
+	if (!r && v[T_OFF_CPU]) {
+		bool on = false;
+
+		cfg_child_path(sub, path, target_keys[T_OFF_CPU]);
+		r = cfg_get_bool(x, v[T_OFF_CPU], sub, &on);
+		t->off_cpu = on;
 	}
 	return r;
 }

@@ -153,6 +153,8 @@ static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *
 	if (fx_procs_names(p->procs, j->win, &j->names, &j->nnames) < 0)
 		j->nnames = 0;
 	p->tot.samples += j->win->counters.samples;
+	p->tot.waits += j->win->counters.waits;
+	p->tot.wait_us += j->win->counters.wait_us;
 	p->tot.truncated += j->win->counters.truncated;
 	p->tot.dropped += j->win->counters.dropped_stacks;
 	t->win = fresh;
@@ -183,6 +185,8 @@ static void count_wait_drops(struct fx_pipeline *p)
 		w->counters.waits_dropped += n - p->wait_drops;
 		w->counters.waits_dropped_us += (ns - p->wait_drop_ns) / 1000;
 	}
+	p->tot.waits_dropped += n - p->wait_drops;
+	p->tot.waits_dropped_us += (ns - p->wait_drop_ns) / 1000;
 	p->wait_drops = n;
 	p->wait_drop_ns = ns;
 }
@@ -374,7 +378,7 @@ static int open_sampling(struct fx_pipeline *p)
 	ret = fx_sampler_open(&so, &p->sampler);
 	if (ret < 0)
 		return ret;
-	if (cfg->sampling.off_cpu.enabled)
+	if (fx_config_any_off_cpu(cfg))
 		open_offcpu(p, &so);
 	p->unwinder = fx_unwind_new(&uo);
 	if (!p->unwinder)
@@ -543,7 +547,8 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 				   "config stays");
 		return 0;
 	}
-	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode;
+	reopen = !same_sampling(old->cfg, cfg) || ng->cgroup_mode != old->cgroup_mode ||
+		 fx_config_any_off_cpu(old->cfg) != fx_config_any_off_cpu(cfg);
 	pipe_publish_setenv(cfg);
 	fx_sampler_disable(p->sampler);
 	/* Still held: what the rings hold goes into the window being cut, not

@@ -64,6 +64,9 @@ struct gen {
 /* Agent-wide totals, as of a window's end (the metrics file's counters). */
 struct totals {
 	uint64_t windows, samples, lost, truncated, dropped;
+	/* off-CPU waits shown and their microseconds; sampled waits dropped
+	 * (once per drop, not per target) and theirs */
+	uint64_t waits, wait_us, waits_dropped, waits_dropped_us;
 	size_t targets, attached;
 };
 

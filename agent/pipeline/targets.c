@@ -154,7 +154,8 @@ static void resolve_target(struct fx_pipeline *p, size_t i)
 	if (id != t->cg_id) {
 		if (t->cg_id)
 			fx_sampler_remove_cgroup(p->sampler, (uint32_t)i);
-		ret = fx_sampler_add_cgroup(p->sampler, fd, (uint32_t)i);
+		ret = fx_sampler_add_cgroup(p->sampler, fd, (uint32_t)i,
+					    fx_config_off_cpu(p->g->cfg, t->cfg));
 		if (ret < 0) {
 			fx_log_fields(FX_LOG_ERR, t->name, NULL,
 				      "target %s: cannot sample cgroup %s: %s", t->name, rel,
@@ -193,6 +194,15 @@ void pipe_targets_recheck(struct fx_pipeline *p)
 	}
 }
 
+/* Whether a process or pid target records off-CPU waits. */
+static bool procs_off_cpu(const struct gen *g)
+{
+	for (size_t i = 0; i < g->nt; i++)
+		if (!g->t[i].cgroup && fx_config_off_cpu(g->cfg, g->t[i].cfg))
+			return true;
+	return false;
+}
+
 /* process and pid targets next to cgroup ones: the root cgroup samples
  * everything, filtered here. */
 int pipe_targets_add_root(struct fx_pipeline *p)
@@ -202,7 +212,7 @@ int pipe_targets_add_root(struct fx_pipeline *p)
 
 	ret = fx_cgroup_open(p->mount, "/", &fd, &id);
 	if (ret == 0) {
-		ret = fx_sampler_add_cgroup(p->sampler, fd, TAG_ROOT);
+		ret = fx_sampler_add_cgroup(p->sampler, fd, TAG_ROOT, procs_off_cpu(p->g));
 		close(fd);
 	}
 	if (ret < 0)
@@ -225,13 +235,16 @@ size_t pipe_targets_route(void *ctx, const struct fx_record_sample *s, const str
 {
 	struct fx_pipeline *p = ctx;
 	const struct gen *g = p->g;
+	/* an off-CPU wait (recorder.h): its id carries its cgroup's tag */
+	bool wait = s->id & FX_RECORD_OFFCPU_ID;
 	size_t n = 0;
 
 	if (g->cgroup_mode) {
-		uint32_t tag = fx_sampler_tag(p->sampler, s->id);
+		uint32_t tag = wait ? (uint32_t)s->id : fx_sampler_tag(p->sampler, s->id);
 
 		if (tag < g->nt) {
-			out[n++] = g->t[tag].win;
+			if (!wait || fx_config_off_cpu(g->cfg, g->t[tag].cfg))
+				out[n++] = g->t[tag].win;
 			return n;
 		}
 		if (tag != TAG_ROOT)
@@ -241,7 +254,8 @@ size_t pipe_targets_route(void *ctx, const struct fx_record_sample *s, const str
 		return n;
 	}
 	for (size_t i = 0; i < g->nt && n < max; i++)
-		if (!g->t[i].cgroup && proc_matches(g->t[i].cfg, s->pid, proc))
+		if (!g->t[i].cgroup && proc_matches(g->t[i].cfg, s->pid, proc) &&
+		    (!wait || fx_config_off_cpu(g->cfg, g->t[i].cfg)))
 			out[n++] = g->t[i].win;
 	return n;
 }

@@ -511,7 +511,7 @@ static int cmp_cg(const void *a, const void *b)
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
-int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag)
+int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag, bool off_cpu)
 {
 	struct perf_event_attr attr;
 	size_t first = s->ncg;
@@ -551,7 +551,7 @@ int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag)
 		return ret;
 	}
 	qsort(s->cg, s->ncg, sizeof(*s->cg), cmp_cg);
-	if (s->offcpu) {
+	if (s->offcpu && off_cpu) {
 		struct stat st;
 
 		/* A cgroup v2 id is its directory's inode number. */

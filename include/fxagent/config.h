@@ -41,6 +41,9 @@ struct fx_target {
 	uint32_t pid; /* FX_TARGET_PID */
 	struct fx_label labels[FX_CONFIG_MAX_LABELS];
 	size_t nlabels;
+	/* off_cpu: its off-CPU waits, -1 (not set: sampling.off_cpu.enabled),
+	 * 0 or 1 */
+	int8_t off_cpu;
 };
 
 struct fx_config {
@@ -128,6 +131,23 @@ struct fx_config {
 };
 
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */
+/* Whether off-CPU waits are recorded for @t (NULL: the whole system). */
+static inline bool fx_config_off_cpu(const struct fx_config *c, const struct fx_target *t)
+{
+	return t && t->off_cpu >= 0 ? t->off_cpu : c->sampling.off_cpu.enabled;
+}
+
+/* Whether any target (or the whole system) records off-CPU waits. */
+static inline bool fx_config_any_off_cpu(const struct fx_config *c)
+{
+	if (!c->ntargets)
+		return c->sampling.off_cpu.enabled;
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (fx_config_off_cpu(c, &c->targets[i]))
+			return true;
+	return false;
+}
+
 int fx_config_defaults(struct fx_config *c);
 
 /* Loads @path over the defaults into @c (which need not be initialized).

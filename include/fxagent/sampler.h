@@ -99,9 +99,10 @@ int fx_sampler_plan(const struct fx_sampler_opts *opts, struct fx_ringplan *out,
 
 /* Cgroup mode: samples the cgroup v2 directory open on @cgroup_fd (and the
  * cgroups below it) with one event per CPU, enabled at once if sampling is;
- * their samples' ids map to @tag (fx_sampler_tag). The fd is not kept.
- * Returns 0 or -errno. */
-int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag);
+ * their samples' ids map to @tag (fx_sampler_tag). With @off_cpu, and an
+ * off-CPU module taken, their threads' waits are watched too, tagged @tag.
+ * The fd is not kept. Returns 0 or -errno. */
+int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag, bool off_cpu);
 /* Closes the events of @tag. */
 void fx_sampler_remove_cgroup(struct fx_sampler *s, uint32_t tag);
 /* The tag of the event with sample id @id, or UINT32_MAX. */

@@ -475,7 +475,46 @@ static void check_s3(const struct fx_config *c)
 	assert_string_equal(c->upload.s3.storage_class, "STANDARD_IA");
 }
 
+static void check_off_cpu(const struct fx_config *c)
+{
+	assert_true(c->sampling.off_cpu.enabled);
+	assert_int_equal(c->sampling.off_cpu.min_block_ms, 0);
+	assert_int_equal(c->sampling.off_cpu.budget, 500);
+	assert_int_equal(c->ntargets, 2);
+	/* a target's own setting wins; without one, the section's */
+	assert_false(fx_config_off_cpu(c, &c->targets[0]));
+	assert_true(fx_config_off_cpu(c, &c->targets[1]));
+	assert_true(fx_config_off_cpu(c, NULL));
+	assert_true(fx_config_any_off_cpu(c));
+}
+
+static void check_off_cpu_one_target(const struct fx_config *c)
+{
+	/* off by default, on for one target: loaded for it alone */
+	assert_false(c->sampling.off_cpu.enabled);
+	assert_false(fx_config_off_cpu(c, &c->targets[0]));
+	assert_true(fx_config_off_cpu(c, &c->targets[1]));
+	assert_true(fx_config_any_off_cpu(c));
+}
+
 static const struct tcase cases[] = {
+	{ "off-CPU settings, and a target's own",
+	  "sampling:\n  off_cpu: {enabled: true, min_block: 0, budget: 500}\ntargets:\n"
+	  "  - {name: a, pid: 1, off_cpu: false}\n  - {name: b, pid: 2}\n",
+	  0, NULL, NULL, 0, NULL, check_off_cpu },
+	{ "off-CPU for one target only",
+	  "targets:\n  - {name: a, pid: 1}\n  - {name: b, cgroup: /b, off_cpu: true}\n", 0, NULL,
+	  NULL, 0, NULL, check_off_cpu_one_target },
+	{ "an off-CPU budget of 0", "sampling:\n  off_cpu: {budget: 0}\n", 0, NULL, NULL, -EINVAL,
+	  ":2:21: sampling.off_cpu.budget: expected a whole number from 1 to 100000, got 0", NULL },
+	{ "an off-CPU min_block over a second", "sampling:\n  off_cpu:\n    min_block: 2s\n", 0,
+	  NULL, NULL, -EINVAL,
+	  ":3:16: sampling.off_cpu.min_block: expected a duration from 1ms to 1s (a whole number "
+	  "of "
+	  "seconds, or with ms, s, m, h or d), got 2s",
+	  NULL },
+	{ "a target's off_cpu not a boolean", "targets:\n  - {name: a, pid: 1, off_cpu: yes}\n", 0,
+	  NULL, NULL, -EINVAL, ":2:32: targets[0].off_cpu: expected true or false, got yes", NULL },
 	/* Valid files. */
 	{ "empty file gives the defaults", "", 0, NULL, NULL, 0, NULL, check_defaults },
 	{ "comments only give the defaults", "# nothing\n\n   # here\n", 0, NULL, NULL, 0, NULL,
@@ -584,7 +623,7 @@ static const struct tcase cases[] = {
 	  NULL, -EINVAL,
 	  ":4:5: targets[0].user: unknown key, expected one of name, systemd_unit, cgroup, "
 	  "process, "
-	  "pid, labels",
+	  "pid, labels, off_cpu",
 	  NULL },
 	{ "a section that is not a mapping", "window: 60\n", 0, NULL, NULL, -EINVAL,
 	  ":1:9: window: expected a mapping, got 60", NULL },
@@ -1195,6 +1234,9 @@ static void test_defaults(void **state)
 	assert_int_equal(c->spool.max_age_s, 7 * 86400);
 	assert_null(c->metrics.textfile);
 	assert_int_equal(c->sampling.ring_bytes, 0);
+	assert_false(c->sampling.off_cpu.enabled);
+	assert_int_equal(c->sampling.off_cpu.min_block_ms, 5);
+	assert_int_equal(c->sampling.off_cpu.budget, 250);
 	assert_int_equal(c->symbolization.max_memory, 32 << 20);
 	fx_config_release(c);
 	/* Released twice is harmless: release leaves an empty config. */
