@@ -109,7 +109,7 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 			.lost = j->win->counters.lost,
 			.truncated = j->win->counters.truncated,
 			.dropped = j->win->counters.dropped_stacks,
-			.off_cpu = cfg->sampling.off_cpu.enabled,
+			.off_cpu = fx_config_off_cpu(cfg, j->t->cfg),
 			.waits = j->win->counters.waits,
 			.wait_ms = (double)j->win->counters.wait_us / 1000.0,
 			.waits_dropped = j->win->counters.waits_dropped,
