@@ -647,8 +647,9 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table,
 			ts.row_capped);
 		if (ps.off_cpu)
-			fx_info("stats: off-CPU: %" PRIu64 " waits (%.1f ms), %" PRIu64
-				" sampled (%.1f ms); dropped over the budget %" PRIu64
+			fx_info("stats: off-CPU: %" PRIu64
+				" waits, of which drawn %.1f ms, %" PRIu64
+				" sampled (weighing %.1f ms); dropped over the budget %" PRIu64
 				", for room %" PRIu64 ", starts replaced %" PRIu64
 				", ends unpaired %" PRIu64 "; stacks unreadable %" PRIu64
 				", bad %" PRIu64 "; ring %zu KiB",

@@ -302,7 +302,7 @@ static int get_target(struct ctx *x, const struct node *n, const char *path, siz
 
 		cfg_child_path(sub, path, target_keys[T_OFF_CPU]);
 		r = cfg_get_bool(x, v[T_OFF_CPU], sub, &on);
-		t->off_cpu = on;
+		t->off_cpu = on ? 1 : 0;
 	}
 	return r;
 }

@@ -122,7 +122,7 @@ struct fx_pipeline {
 	/* Per-process states and CFI tables the unwinders replaced (reloads)
 	 * dropped. */
 	uint64_t unwind_evicted_base, cfi_evicted_base;
-	uint64_t procs_mark;  /* fx_procs_mark() at the last rotation */
+	uint64_t procs_mark; /* fx_procs_mark() at the last rotation */
 	/* off-CPU waits dropped (offcpu.h, recorder), as of the last window */
 	uint64_t wait_drops, wait_drop_ns;
 	char mount[PATH_MAX]; /* cgroup v2 */

@@ -8,9 +8,10 @@
  * when the thread is switched in again its length is known, and a small END
  * event carries it with the weight.
  *
- * Which waits are sampled: each thread keeps the running mean of its waits'
- * lengths, and a wait is sampled with probability p = mean / min_block (at
- * most 1), drawn at its start; its weight is length / p. p is fixed before
+ * Which waits are sampled: each thread keeps the running mean of its
+ * sampled waits' lengths, and a wait is sampled with probability p = mean /
+ * min_block (at most 1), drawn at its start; its weight is length / p. A
+ * wait not drawn costs a look-up and a draw: it is not even timed. p is fixed before
  * the length is known, so the weights' sum is an unbiased estimate of the
  * off-CPU time (Horvitz-Thompson) whatever p is; and a thread that waits
  * long has every wait recorded, while one that switches a hundred thousand
@@ -142,9 +143,10 @@ static __always_inline __u64 wakeup_flag(void)
 
 static __always_inline unsigned int task_state(struct task_struct *t)
 {
+	/* BTF-typed pointers: direct loads, no bpf_probe_read_kernel() */
 	if (bpf_core_field_exists(t->__state))
-		return BPF_CORE_READ(t, __state);
-	return (unsigned int)BPF_CORE_READ((struct task_struct___old *)t, state);
+		return t->__state;
+	return (unsigned int)((struct task_struct___old *)t)->state;
 }
 
 /* Whether the running thread is watched; its cgroup target's tag in @tag. */
@@ -232,27 +234,27 @@ static __always_inline __u32 copy_stack(struct fx_offcpu_start *e, __u64 sp, __u
 static __always_inline void fill_regs(struct fx_offcpu_start *e, struct pt_regs *r)
 {
 	/* perf's order: ax bx cx dx si di bp sp ip, then r8 to r15 */
-	e->regs[0] = BPF_CORE_READ(r, ax);
-	e->regs[1] = BPF_CORE_READ(r, bx);
-	e->regs[2] = BPF_CORE_READ(r, cx);
-	e->regs[3] = BPF_CORE_READ(r, dx);
-	e->regs[4] = BPF_CORE_READ(r, si);
-	e->regs[5] = BPF_CORE_READ(r, di);
-	e->regs[6] = BPF_CORE_READ(r, bp);
-	e->regs[7] = BPF_CORE_READ(r, sp);
-	e->regs[8] = BPF_CORE_READ(r, ip);
-	e->regs[9] = BPF_CORE_READ(r, r8);
-	e->regs[10] = BPF_CORE_READ(r, r9);
-	e->regs[11] = BPF_CORE_READ(r, r10);
-	e->regs[12] = BPF_CORE_READ(r, r11);
-	e->regs[13] = BPF_CORE_READ(r, r12);
-	e->regs[14] = BPF_CORE_READ(r, r13);
-	e->regs[15] = BPF_CORE_READ(r, r14);
-	e->regs[16] = BPF_CORE_READ(r, r15);
+	e->regs[0] = r->ax;
+	e->regs[1] = r->bx;
+	e->regs[2] = r->cx;
+	e->regs[3] = r->dx;
+	e->regs[4] = r->si;
+	e->regs[5] = r->di;
+	e->regs[6] = r->bp;
+	e->regs[7] = r->sp;
+	e->regs[8] = r->ip;
+	e->regs[9] = r->r8;
+	e->regs[10] = r->r9;
+	e->regs[11] = r->r10;
+	e->regs[12] = r->r11;
+	e->regs[13] = r->r12;
+	e->regs[14] = r->r13;
+	e->regs[15] = r->r14;
+	e->regs[16] = r->r15;
 }
 
 /* @next runs again: a wait of it that began at a switch out ends. */
-static __always_inline void switch_in(struct task_struct *next, __u64 now,
+static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 				      struct fx_offcpu_bpf_stats *st)
 {
 	struct fx_offcpu_end *end;
@@ -264,8 +266,8 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now,
 	w = bpf_task_storage_get(&waits, next, 0, 0);
 	if (!w || !w->t_out)
 		return;
-	d = now > w->t_out ? now - w->t_out : 0;
-	st->waits++;
+	*now = bpf_ktime_get_ns();
+	d = *now > w->t_out ? *now - w->t_out : 0;
 	st->wait_ns += d;
 	weight = w->p ? d * P_ONE / w->p : 0;
 	/* An exponential mean over about 8 waits */
@@ -281,7 +283,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now,
 			end->tid = (__u32)next->pid;
 			end->cpu = bpf_get_smp_processor_id();
 			end->t_out = w->t_out;
-			end->t_in = now;
+			end->t_in = *now;
 			end->weight_ns = weight;
 			end->state = w->state;
 			end->tag = w->tag;
@@ -303,6 +305,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 				       bool preempt, struct task_struct *prev, __u64 now,
 				       struct fx_offcpu_bpf_stats *st)
 {
+	/* (now: the switch in's, or 0: read here) */
 	struct fx_offcpu_start *e;
 	struct wait *w;
 	unsigned int state;
@@ -321,9 +324,25 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	w = bpf_task_storage_get(&waits, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w)
 		return;
+	st->waits++;
 	if (!w->mean_ns)
 		w->mean_ns = cfg->min_block_ns; /* a thread's first wait is sampled */
+	p = P_ONE;
+	if (w->mean_ns < cfg->min_block_ns)
+		p = (__u32)(w->mean_ns * P_ONE / cfg->min_block_ns);
+	if (!p)
+		p = 1;
+	w->how = NOT_SAMPLED;
+	/* Most switches end here: a wait not drawn is not timed (no clock
+	 * read), and the mean follows the waits that are. */
+	if (p < P_ONE && (bpf_get_prandom_u32() & (P_ONE - 1)) >= p) {
+		w->t_out = 0;
+		return;
+	}
+	if (!now)
+		now = bpf_ktime_get_ns();
 	w->t_out = now;
+	w->p = p;
 	w->tag = tag;
 	if (preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
 		w->state = FX_OFFCPU_RUNNABLE;
@@ -331,15 +350,6 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 		w->state = FX_OFFCPU_DISK;
 	else
 		w->state = FX_OFFCPU_SLEEP;
-	p = P_ONE;
-	if (w->mean_ns < cfg->min_block_ns)
-		p = (__u32)(w->mean_ns * P_ONE / cfg->min_block_ns);
-	if (!p)
-		p = 1;
-	w->p = p;
-	w->how = NOT_SAMPLED;
-	if (p < P_ONE && (bpf_get_prandom_u32() & (P_ONE - 1)) >= p)
-		return;
 	if (!spend(cfg, now)) {
 		st->budget_drops++;
 		w->how = OVER_BUDGET;
@@ -393,11 +403,11 @@ int BPF_PROG(fx_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__u32 zero = 0;
 	const struct fx_offcpu_settings *cfg = bpf_map_lookup_elem(&settings, &zero);
 	struct fx_offcpu_bpf_stats *st = bpf_map_lookup_elem(&stats, &zero);
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = 0; /* read when a watched thread needs it */
 
 	if (!cfg || !st)
 		return 0;
-	switch_in(next, now, st);
+	switch_in(next, &now, st);
 	switch_out(ctx, cfg, preempt, prev, now, st);
 	return 0;
 }

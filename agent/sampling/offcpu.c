@@ -95,10 +95,17 @@ __attribute__((format(printf, 2, 0))) static int on_libbpf_print(enum libbpf_pri
 
 static int fail(int err, char *why, size_t len, const char *what)
 {
+	/* what to grant, where that is what is missing */
+	const char *hint = err == EPERM || err == EACCES
+				   ? "; loading it needs CAP_BPF and CAP_PERFMON, or root (the "
+				     "packaged unit: AmbientCapabilities=CAP_BPF and "
+				     "CapabilityBoundingSet=CAP_BPF added with systemctl edit)"
+				   : "";
+
 	if (bpf_msg[0])
-		snprintf(why, len, "%s: %s (%s)", what, strerror(err), bpf_msg);
+		snprintf(why, len, "%s: %s (%s)%s", what, strerror(err), bpf_msg, hint);
 	else
-		snprintf(why, len, "%s: %s", what, strerror(err));
+		snprintf(why, len, "%s: %s%s", what, strerror(err), hint);
 	return -err;
 }
 

@@ -70,8 +70,8 @@ struct fx_offcpu_settings {
 
 /* Per CPU, summed by the loader. */
 struct fx_offcpu_bpf_stats {
-	__u64 waits;	    /* switches in of a watched thread after a switch out */
-	__u64 wait_ns;	    /* their off-CPU time, all of it */
+	__u64 waits;	    /* waits begun by watched threads, sampled or not */
+	__u64 wait_ns;	    /* the time of those timed (drawn: sampled or dropped) */
 	__u64 emitted;	    /* sampled waits written whole (start and end) */
 	__u64 emitted_ns;   /* their weights */
 	__u64 budget_drops; /* sampled waits over the budget, not written */

@@ -46,8 +46,8 @@ struct fx_offcpu_opts {
 };
 
 struct fx_offcpu_stats {
-	uint64_t waits;	       /* waits seen, sampled or not */
-	uint64_t wait_ns;      /* their off-CPU time, measured */
+	uint64_t waits;	       /* waits begun, sampled or not */
+	uint64_t wait_ns;      /* the measured time of those drawn */
 	uint64_t events;       /* sampled waits written */
 	uint64_t events_ns;    /* their weights */
 	uint64_t budget_drops; /* sampled waits the budget refused */

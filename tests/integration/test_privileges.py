@@ -95,6 +95,22 @@ def body(t):
     t.check(lines and "4 capabilities" in lines[0], f"not 4 missing: {lines}")
     t.check(os.path.exists(out), "no profile with CAP_PERFMON alone")
 
+    # Off-CPU time needs CAP_BPF, which the unit does not grant: said once, with
+    # what to add, and the CPU profile is written all the same.
+    out = os.path.join(t.work, "offcpu-no-bpf.json.gz")
+    p = as_nobody(t, UNIT_CAPS, out, args=["--once", "--off-cpu", "-d", "1s", "-o", out])
+    t.check(p.returncode == 0, f"exit {p.returncode} with --off-cpu and no CAP_BPF: "
+            f"{p.stderr.strip()}")
+    said = [ln for ln in p.stderr.splitlines() if "off-CPU time is not recorded" in ln]
+    t.check(len(said) == 1 and "CAP_BPF" in said[0] and "CPU profiling goes on" in said[0],
+            f"want one line saying off-CPU needs CAP_BPF, got {said}")
+    if t.check(os.path.exists(out), "no profile with --off-cpu and no CAP_BPF"):
+        prof = t.load(out)
+        t.check(prof.weight(prof.threads_of(w.pid)) > 0,
+                "no sample of fx-hot-ab with --off-cpu and no CAP_BPF")
+        t.check(not any(th["samples"].get("weightType") == "tracing-ms" for th in prof.threads),
+                "off-CPU tracks without CAP_BPF")
+
     p = as_nobody(t, UNIT_CAPS, os.path.join(t.work, "memlock.json.gz"), seconds=1,
                   memlock=65536)
     t.check(p.returncode == 1, f"exit {p.returncode} with a 64 KiB locked-memory limit")
