@@ -533,6 +533,54 @@ static void test_empty_window(void **state)
 	fx_window_release(&w);
 }
 
+/* A thread's off-CPU waits go to the entry listed with off_cpu, weighted in
+ * milliseconds ("tracing-ms"), with no CPU delta; its CPU samples stay on
+ * the other entry as they were; meta.fxagent.offCpu says what was counted. */
+static void test_off_cpu_track(void **state)
+{
+	struct fixture *fx = *state;
+	const struct fx_profile_thread two[] = {
+		{ 1000, 1000, "myapp", "myapp", false },
+		{ 1000, 1000, "myapp (off-CPU)", "myapp", true },
+	};
+	const struct fx_window_frame sleep[] = { f_main, f_write, f_kernel };
+	struct fx_profile_stats stats;
+	struct membuf m = { 0 };
+	uint32_t st = stack_of(&fx->w, sleep, 3);
+	char *p;
+
+	assert_int_equal(fx_window_add_wait(&fx->w, START_NS + 6 * MS, 1000, 1000, st, 2500000), 0);
+	/* rounded to a microsecond, at least one */
+	assert_int_equal(fx_window_add_wait(&fx->w, START_NS + 7 * MS, 1000, 1000, st, 400), 0);
+	fx->frames = realloc(fx->frames, fx->w.nframes * sizeof(*fx->frames));
+	assert_non_null(fx->frames);
+	fx->in.frames = fx->frames;
+	fx->in.threads = two;
+	fx->in.nthreads = 2;
+	fx->in.meta.target = "system"; /* meta.fxagent is a chunk's */
+	fx->in.meta.off_cpu = true;
+	fx->in.meta.waits = fx->w.counters.waits;
+	fx->in.meta.wait_ms = (double)fx->w.counters.wait_us / 1000.0;
+	fx->in.meta.waits_dropped = 3;
+	fx->in.meta.waits_dropped_ms = 12.5;
+	assert_int_equal(fx->w.counters.waits, 2);
+	assert_int_equal(fx->w.counters.wait_us, 2501);
+	p = write_profile(&fx->in, &m, &stats);
+	assert_lint_ok(p);
+	assert_jq(p,
+		  "[.threads[] | [.name, .isMainThread, .samples.length, .samples.weight, "
+		  ".samples.weightType, (.samples | has(\"threadCPUDelta\"))]]",
+		  "[[\"myapp\",true,3,null,\"samples\",true],"
+		  "[\"myapp (off-CPU)\",false,2,[2.5,0.001],\"tracing-ms\",false]]");
+	assert_jq(p, JQ_DEFS "[.threads[1].samples.stack[] | path(.)]",
+		  "[\"main;write;entry_SYSCALL_64\",\"main;write;entry_SYSCALL_64\"]");
+	assert_jq(p, ".meta.fxagent.offCpu",
+		  "{\"waits\":2,\"ms\":2.501,\"dropped\":3,\"droppedMs\":12.5}");
+	unlink(p);
+	free(p);
+	free(m.data);
+}
+
 static void test_bad_input_rejected(void **state)
 {
 	struct fixture *fx = *state;
@@ -666,6 +714,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_profile_tables, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symbols_shared_names, setup, teardown),
 		cmocka_unit_test(test_empty_window),
+		cmocka_unit_test_setup_teardown(test_off_cpu_track, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_error_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_file_gzip, setup, teardown),
