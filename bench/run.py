@@ -27,13 +27,17 @@ Sections, in order (each also runs alone as `python3 bench/<name>.py`):
   jit        Node, CPython 3.13 and 3.12, Java computing: the agent with JIT
              names and unwinding (symbolization.jit) on and off, --once and
              the daemon
+  offcpu     off-CPU time at 1,000, 20,000 and 100,000 context switches a
+             second: the daemon without and with sampling.off_cpu, its BPF
+             program's own time, and perf record -e sched:sched_switch
+             --call-graph dwarf
 
 bench/s3.py (uploads into and view from a Ceph radosgw) is not a section: it
 starts a Ceph cluster in a network namespace of its own; run it alone.
 
-The default takes about 50 minutes on 2 vCPUs (overhead and output 17,
+The default takes about 65 minutes on 2 vCPUs (overhead and output 17,
 scale 6, symbolize 3-4, stripped 0.2, daemon 1, perproc 2, stackcopy 3, upload 1.5,
-view 6, rate 10, jit 4); --quick about 3-4 minutes (figures too rough to quote). Needs root,
+view 6, rate 10, jit 4, offcpu 15); --quick about 3-4 minutes (figures too rough to quote). Needs root,
 perf, elfutils, binutils, nginx, libc6-dbg and cupt-dbg (for a C++ library with DWARF).
 
 --doc FILE writes FILE whole (docs/performance.md is the repository's): a
@@ -58,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import daemon  # noqa: E402
 import fxbench as fb  # noqa: E402
 import jit  # noqa: E402
+import offcpu  # noqa: E402
 import output  # noqa: E402
 import overhead  # noqa: E402
 import perproc  # noqa: E402
@@ -72,7 +77,7 @@ import view  # noqa: E402
 SECTIONS = {"overhead": overhead, "output": output, "scale": scale, "symbolize": symbolize,
             "stripped": stripped, "daemon": daemon, "perproc": perproc,
             "stackcopy": stackcopy, "upload": upload, "view": view, "rate": rate,
-            "jit": jit}
+            "jit": jit, "offcpu": offcpu}
 
 INTRO = """\
 Measured with `bench/` (figures, not tests), as root, on a RelWithDebInfo
