@@ -86,8 +86,9 @@ targets:
                     f"waits chunk {seq}: meta says {meta['ms']} ms, tracks hold {got:.3f}")
     t.note(f"waits: {n_off} off-CPU tracks in {len(chunks['waits'])} chunks, {total_ms:.1f} ms, "
            f"{seen_sleep:.1f} ms in wait_sleep > ... > do_nanosleep")
-    # fx-sleeper sleeps about 70% of the run: at least a third of it.
-    t.check(seen_sleep >= 1000 * WINDOW, f"only {seen_sleep:.1f} ms of wait_sleep recorded")
+    # fx-sleeper sleeps 7 ms at a time between bits of work; on a machine
+    # short of CPU it gets to sleep less often, but some ten times at least.
+    t.check(seen_sleep >= 10 * 7, f"only {seen_sleep:.1f} ms of wait_sleep recorded")
 
     for seq, path in chunks["hot"]:
         prof = t.load(path)
