@@ -81,6 +81,15 @@ def wait_drained(count, stall, period=0.2):
     return last
 
 
+def skip_without_btf():
+    """Off-CPU time needs the kernel's BTF: a kernel without it truly lacks
+    the feature, and the test says so and skips."""
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        print("SKIP: this kernel has no BTF (/sys/kernel/btf/vmlinux), which off-CPU "
+              "time's BPF program needs (CONFIG_DEBUG_INFO_BTF)")
+        raise SystemExit(SKIP)
+
+
 class Stop(Exception):
     """Raised by Test.require: the test cannot go on."""
 

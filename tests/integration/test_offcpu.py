@@ -42,6 +42,7 @@ def off_tracks(prof, pid):
 
 
 def body(t):
+    fxtest.skip_without_btf()
     hot = t.workload("fx-hot-ab", 4 * SECONDS + 60)
     time.sleep(0.3)
     base = t.record("cpu_only", SECONDS, pids=[hot.pid])

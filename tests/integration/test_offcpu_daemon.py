@@ -24,6 +24,7 @@ def off_tracks(prof):
 
 
 def run(t, cg):
+    fxtest.skip_without_btf()
     me = os.getpid()
     waits_rel, hot_rel = f"/fxtest-{me}-waits", f"/fxtest-{me}-hot"
     cg.make(waits_rel)
