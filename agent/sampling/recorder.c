@@ -48,19 +48,25 @@ void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *
 	r->sink = *sink;
 }
 
-static void add_sample(struct fx_window *w, const struct fx_record_sample *s,
-		       const struct fx_window_frame *frames, const struct fx_unwind_result *res)
+/* Adds a CPU sample (@wait_ns 0) or an off-CPU wait of weight @wait_ns
+ * with call path @frames to @w. */
+static void add_sample(struct fx_window *w, uint64_t time, uint32_t pid, uint32_t tid,
+		       const struct fx_window_frame *frames, size_t n, bool truncated,
+		       uint64_t wait_ns)
 {
 	uint32_t stack;
 
-	if (res->truncated)
+	if (truncated)
 		w->counters.truncated++;
-	stack = fx_window_intern_stack(w, frames, res->n);
-	if (stack == FX_NONE && res->n) {
+	stack = fx_window_intern_stack(w, frames, n);
+	if (stack == FX_NONE && n) {
 		w->counters.dropped_stacks++;
 		return;
 	}
-	fx_window_add_sample(w, s->time, s->pid, s->tid, stack);
+	if (wait_ns)
+		fx_window_add_wait(w, time, pid, tid, stack, wait_ns);
+	else
+		fx_window_add_sample(w, time, pid, tid, stack);
 }
 
 /* The routes of sample @s, after the checks every sample passes: 0 when it
@@ -111,7 +117,7 @@ static void on_sample(struct fx_recorder *r, const struct perf_event_header *h)
 	/* Unwound once, whatever the number of windows that take it. */
 	fx_unwind_sample(r->unwinder, proc, &s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
 	for (size_t i = 0; i < nroutes; i++)
-		add_sample(routes[i], &s, r->frames, &res);
+		add_sample(routes[i], s.time, s.pid, s.tid, r->frames, res.n, res.truncated, 0);
 }
 
 static uint64_t wait_hash(uint32_t tid)
@@ -131,6 +137,14 @@ static bool wait_eq(const void *ctx, uint32_t idx, const void *key)
 	const struct fx_recorder *r = ctx;
 
 	return r->waits[idx].tid == *(const uint32_t *)key;
+}
+
+/* The pending wait of thread @tid, or FX_HASHTAB_NONE. */
+static uint32_t find_wait(const struct fx_recorder *r, uint32_t tid)
+{
+	/* an index never reserved has no slots to probe */
+	return r->nwaits ? fx_hashtab_find(&r->wait_index, wait_hash(tid), wait_eq, r, &tid)
+			 : FX_HASHTAB_NONE;
 }
 
 static void wait_remove(struct fx_recorder *r, uint32_t i)
@@ -222,18 +236,8 @@ static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t
 	s.time = at;
 	s.id = FX_RECORD_OFFCPU_ID | w->tag;
 	nroutes = route(r, &s, &proc, routes);
-	for (size_t k = 0; k < nroutes; k++) {
-		struct fx_window *win = routes[k];
-		uint32_t stack = fx_window_intern_stack(win, w->frames, w->n);
-
-		if (w->truncated)
-			win->counters.truncated++;
-		if (stack == FX_NONE) {
-			win->counters.dropped_stacks++;
-			continue;
-		}
-		fx_window_add_wait(win, at, w->pid, w->tid, stack, weight);
-	}
+	for (size_t k = 0; k < nroutes; k++)
+		add_sample(routes[k], at, w->pid, w->tid, w->frames, w->n, w->truncated, weight);
 }
 
 static void on_wait_end(struct fx_recorder *r, const struct perf_event_header *h)
@@ -247,8 +251,7 @@ static void on_wait_end(struct fx_recorder *r, const struct perf_event_header *h
 	}
 	if (r->sink.before_sample)
 		r->sink.before_sample(r->sink.ctx, e.t_in);
-	i = r->nwaits ? fx_hashtab_find(&r->wait_index, wait_hash(e.tid), wait_eq, r, &e.tid)
-		      : FX_HASHTAB_NONE;
+	i = find_wait(r, e.tid);
 	if (i == FX_HASHTAB_NONE || r->waits[i].t_out != e.t_out) {
 		if (wanted(r, e.pid))
 			r->counters.waits_unpaired++;
@@ -292,9 +295,7 @@ static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)
 
 static void on_exit_record(struct fx_recorder *r, const struct fx_record_task *t)
 {
-	uint32_t i =
-		r->nwaits ? fx_hashtab_find(&r->wait_index, wait_hash(t->tid), wait_eq, r, &t->tid)
-			  : FX_HASHTAB_NONE;
+	uint32_t i = find_wait(r, t->tid);
 
 	/* A thread that exits waits no more (its end never comes). */
 	if (i != FX_HASHTAB_NONE)
