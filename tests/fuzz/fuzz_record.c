@@ -84,6 +84,8 @@ static void decode(const struct fx_record_fmt *fmt, const struct perf_event_head
 	struct fx_record_comm c;
 	struct fx_record_task t;
 	struct fx_record_lost l;
+	struct fx_record_offcpu o;
+	struct fx_record_offcpu_end e;
 	int r;
 
 	r = fx_record_sample(fmt, h, &s);
@@ -140,7 +142,32 @@ static void decode(const struct fx_record_fmt *fmt, const struct perf_event_head
 	if (r == 0)
 		check_id(fmt, &l.id);
 
-	if (h->type != PERF_RECORD_SAMPLE && !fmt->sample_id_all)
+	/* The agent's own off-CPU records: a start holds a whole sample, an end
+	 * its interval; each carries its time without a trailer. */
+	r = fx_record_offcpu(fmt, h, &o);
+	FUZZ_CHECK(r == 0 || r == -EINVAL || r == -EOPNOTSUPP, "offcpu: %d", r);
+	if (h->type != FX_RECORD_OFFCPU)
+		FUZZ_CHECK(r == -EINVAL, "offcpu decoder took type %u", h->type);
+	if (r == 0) {
+		FUZZ_CHECK(o.p && o.p <= FX_RECORD_OFFCPU_P1, "probability %u", o.p);
+		FUZZ_CHECK(o.s.nr == 0 || within(&rec, o.s.ips, o.s.nr * 8),
+			   "wait's callchain of %llu", (unsigned long long)o.s.nr);
+		FUZZ_CHECK(o.s.stack_size == 0 || within(&rec, o.s.stack, o.s.stack_size),
+			   "wait's stack of %llu outside the record",
+			   (unsigned long long)o.s.stack_size);
+		FUZZ_CHECK(fx_record_time(fmt, h) == o.s.time, "wait's time differs");
+	}
+	r = fx_record_offcpu_end(h, &e);
+	FUZZ_CHECK(r == 0 || r == -EINVAL, "offcpu end: %d", r);
+	if (h->type != FX_RECORD_OFFCPU_END)
+		FUZZ_CHECK(r == -EINVAL, "offcpu end decoder took type %u", h->type);
+	if (r == 0) {
+		FUZZ_CHECK(e.t_in >= e.t_out, "wait ends before it starts");
+		FUZZ_CHECK(fx_record_time(fmt, h) == e.t_in, "wait end's time differs");
+	}
+
+	if (h->type != PERF_RECORD_SAMPLE && h->type != FX_RECORD_OFFCPU &&
+	    h->type != FX_RECORD_OFFCPU_END && !fmt->sample_id_all)
 		FUZZ_CHECK(fx_record_time(fmt, h) == 0, "time without a trailer");
 }
 
