@@ -8,10 +8,11 @@
  * when the thread is switched in again its length is known, and a small END
  * event carries it with the weight.
  *
- * Which waits are sampled: each thread keeps the running mean of its
- * sampled waits' lengths, and a wait is sampled with probability p = mean /
- * min_block (at most 1), drawn at its start; its weight is length / p. A
- * wait not drawn costs a look-up and a draw: it is not even timed. p is fixed before
+ * Which waits are sampled: each thread (its slot, below) keeps the running
+ * mean of its timed waits' lengths, and a wait is sampled with probability
+ * p = mean / min_block (at most 1), drawn at its start; its weight is
+ * length / p. A wait not drawn costs two array look-ups and a draw, with no
+ * helper call: it is not even timed. p is fixed before
  * the length is known, so the weights' sum is an unbiased estimate of the
  * off-CPU time (Horvitz-Thompson) whatever p is; and a thread that waits
  * long has every wait recorded, while one that switches a hundred thousand
@@ -44,6 +45,7 @@ struct task_struct {
 	unsigned int flags;
 	int pid;
 	int tgid;
+	unsigned long nvcsw, nivcsw;
 } __attribute__((preserve_access_index));
 
 /* Before Linux 5.14 the state was a long named state. */
@@ -58,14 +60,27 @@ struct pt_regs {
 
 enum { NOT_SAMPLED, SAMPLED, OVER_BUDGET, RING_FULL };
 
-/* A watched thread's wait, in its task storage. */
+/* A timed wait, in its thread's task storage. */
 struct wait {
-	__u64 t_out;   /* 0: not waiting */
-	__u64 mean_ns; /* running mean of its waits' lengths */
-	__u32 p;       /* this wait's probability, of P_ONE */
-	__u32 how;     /* NOT_SAMPLED, ... */
+	__u64 t_out;	/* 0: not waiting */
+	__u64 switches; /* the thread's switch count at t_out */
+	__u32 p;	/* this wait's probability, of P_ONE */
+	__u32 how;	/* NOT_SAMPLED, ... */
 	__u32 state;
 	__u32 tag;
+};
+
+/* What most switches read instead of the task storage, which costs two
+ * helper calls a switch (about 200 ns here): a slot per thread id modulo
+ * NSLOTS, in an array whose look-up the verifier inlines. A slot's mean
+ * is that of the timed waits of the threads that share it: p stays fixed
+ * before a wait's length is known, so the weights stay unbiased; sharing
+ * only makes the draw less apt. pending counts the timed waits of its
+ * threads, so a thread whose slot has none is switched in without a look-up. */
+#define NSLOTS 65536
+struct slot {
+	__u32 mean_ns; /* running mean of timed waits' lengths (capped) */
+	__u32 pending;
 };
 
 struct bucket {
@@ -114,6 +129,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct bucket);
 } buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NSLOTS);
+	__type(key, __u32);
+	__type(value, struct slot);
+} slots SEC(".maps");
+
+static __always_inline struct slot *slot_of(struct task_struct *t)
+{
+	__u32 i = (__u32)t->pid & (NSLOTS - 1);
+
+	return bpf_map_lookup_elem(&slots, &i);
+}
 
 /* A START is built here (too big for the BPF stack, and for a per-CPU map's
  * 32 KiB), then copied out with only the stack bytes read. One entry per
@@ -171,6 +200,21 @@ static __always_inline bool watched(const struct fx_offcpu_settings *cfg, __u32 
 		}
 	}
 	return false;
+}
+
+/* A draw from this CPU's xorshift64: bpf_get_prandom_u32() is a helper
+ * call, as dear as the rest of a wait not drawn. */
+static __always_inline __u32 draw(struct fx_offcpu_bpf_stats *st)
+{
+	__u64 x = st->rng;
+
+	if (!x)
+		x = bpf_get_prandom_u32() | 1;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	st->rng = x;
+	return (__u32)(x >> 32);
 }
 
 /* Takes one sampled wait from this CPU's budget. */
@@ -253,25 +297,37 @@ static __always_inline void fill_regs(struct fx_offcpu_start *e, struct pt_regs 
 	e->regs[16] = r->r15;
 }
 
-/* @next runs again: a wait of it that began at a switch out ends. */
+/* @next runs again: a timed wait of it that began at a switch out ends. */
 static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 				      struct fx_offcpu_bpf_stats *st)
 {
 	struct fx_offcpu_end *end;
+	struct slot *sl;
 	struct wait *w;
-	__u64 d, weight;
+	__u64 d, weight, mean;
 
 	if (next->flags & PF_KTHREAD)
 		return;
+	sl = slot_of(next);
+	if (!sl || !sl->pending)
+		return;
 	w = bpf_task_storage_get(&waits, next, 0, 0);
 	if (!w || !w->t_out)
-		return;
+		return; /* another thread of the slot's */
+	__sync_fetch_and_add(&sl->pending, -1);
 	*now = bpf_ktime_get_ns();
 	d = *now > w->t_out ? *now - w->t_out : 0;
+	/* It switched out again unseen (the program was detached between):
+	 * its length is unknown. An end of length 0 closes the start. */
+	if (next->nvcsw + next->nivcsw != w->switches) {
+		d = 0;
+		*now = w->t_out;
+	}
 	st->wait_ns += d;
 	weight = w->p ? d * P_ONE / w->p : 0;
 	/* An exponential mean over about 8 waits */
-	w->mean_ns = w->mean_ns - w->mean_ns / 8 + d / 8;
+	mean = sl->mean_ns - sl->mean_ns / 8 + d / 8;
+	sl->mean_ns = mean > 0xffffffffull ? 0xffffffffu : (__u32)mean;
 	if (w->how == SAMPLED) {
 		end = bpf_ringbuf_reserve(&events, sizeof(*end), 0);
 		if (!end) {
@@ -307,6 +363,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 {
 	/* (now: the switch in's, or 0: read here) */
 	struct fx_offcpu_start *e;
+	struct slot *sl;
 	struct wait *w;
 	unsigned int state;
 	__u32 tgid, tag, cpu, copied = 0, p;
@@ -321,26 +378,30 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	state = task_state(prev);
 	if (state & TASK_DEAD)
 		return; /* its last switch: no wait, an exit */
+	sl = slot_of(prev);
+	if (!sl)
+		return;
+	st->waits++;
+	if (!sl->mean_ns) /* a new slot's first wait is sampled */
+		sl->mean_ns = (__u32)cfg->min_block_ns;
+	p = P_ONE;
+	if (sl->mean_ns < cfg->min_block_ns)
+		p = (__u32)((__u64)sl->mean_ns * cfg->p_scale >> 32);
+	if (!p)
+		p = 1;
+	/* Most switches end here: a wait not drawn is neither looked up nor
+	 * timed, and the mean follows the waits that are. */
+	if (p < P_ONE && (draw(st) & (P_ONE - 1)) >= p)
+		return;
 	w = bpf_task_storage_get(&waits, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!w)
 		return;
-	st->waits++;
-	if (!w->mean_ns)
-		w->mean_ns = cfg->min_block_ns; /* a thread's first wait is sampled */
-	p = P_ONE;
-	if (w->mean_ns < cfg->min_block_ns)
-		p = (__u32)(w->mean_ns * P_ONE / cfg->min_block_ns);
-	if (!p)
-		p = 1;
-	w->how = NOT_SAMPLED;
-	/* Most switches end here: a wait not drawn is not timed (no clock
-	 * read), and the mean follows the waits that are. */
-	if (p < P_ONE && (bpf_get_prandom_u32() & (P_ONE - 1)) >= p) {
-		w->t_out = 0;
-		return;
-	}
+	if (!w->t_out)
+		__sync_fetch_and_add(&sl->pending, 1);
 	if (!now)
 		now = bpf_ktime_get_ns();
+	w->how = NOT_SAMPLED;
+	w->switches = prev->nvcsw + prev->nivcsw;
 	w->t_out = now;
 	w->p = p;
 	w->tag = tag;

@@ -389,6 +389,7 @@ int fx_offcpu_open(const struct fx_offcpu_opts *opts, const struct fx_record_fmt
 	}
 	set = (struct fx_offcpu_settings){
 		.min_block_ns = opts->min_block_ns,
+		.p_scale = opts->min_block_ns ? (1ull << 48) / opts->min_block_ns : 0,
 		.budget = opts->budget,
 		.stack_bytes = opts->stack_bytes,
 		.kernel = opts->kernel,

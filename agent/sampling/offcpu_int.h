@@ -61,6 +61,8 @@ enum fx_offcpu_filter {
 struct fx_offcpu_settings {
 	__u64 min_block_ns; /* a thread whose waits last this long on average has
 			       each recorded; shorter ones in proportion */
+	__u64 p_scale;	    /* 2^48 / min_block_ns: a mean's probability of 65536
+			       is mean * p_scale >> 32, without a division */
 	__u64 budget;	    /* events per second per CPU; 0 = none written */
 	__u32 stack_bytes;  /* user stack copy; 0: frame-pointer callchains */
 	__u32 kernel;	    /* kernel stacks */
@@ -79,6 +81,7 @@ struct fx_offcpu_bpf_stats {
 	__u64 ring_drops;   /* sampled waits the ring had no room for */
 	__u64 ring_ns;	    /* their weights */
 	__u64 stack_faults; /* user stack copies that read nothing */
+	__u64 rng;	    /* the program's draws (xorshift64), not a count */
 };
 
 #endif
