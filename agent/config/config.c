@@ -63,7 +63,7 @@ int fx_config_defaults(struct fx_config *c)
 	c->sampling.stack_bytes = 16384;
 	c->sampling.kernel_stacks = true;
 	c->sampling.include_idle = false;
-	c->sampling.off_cpu.min_block_ms = 5;
+	c->sampling.off_cpu.min_block_ms = FX_MIN_BLOCK_INTERVAL;
 	c->sampling.off_cpu.budget = 250;
 	c->window.seconds = 60;
 	c->window.max_stacks = 200000;

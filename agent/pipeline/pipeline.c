@@ -327,7 +327,7 @@ static void open_offcpu(struct fx_pipeline *p, const struct fx_sampler_opts *so)
 	const struct fx_config *cfg = p->g->cfg;
 	struct fx_sampler_stats st;
 	struct fx_offcpu_opts oo = {
-		.min_block_ns = (uint64_t)cfg->sampling.off_cpu.min_block_ms * 1000000,
+		.min_block_ns = fx_config_min_block_ns(cfg),
 		.budget = cfg->sampling.off_cpu.budget,
 		.stack_bytes = so->user_regs_stack ? so->stack_bytes : 0,
 		.kernel = so->kernel,
@@ -511,7 +511,7 @@ static bool same_sampling(const struct fx_config *a, const struct fx_config *b)
 	       a->sampling.kernel_stacks == b->sampling.kernel_stacks &&
 	       a->sampling.include_idle == b->sampling.include_idle &&
 	       a->sampling.off_cpu.enabled == b->sampling.off_cpu.enabled &&
-	       a->sampling.off_cpu.min_block_ms == b->sampling.off_cpu.min_block_ms &&
+	       fx_config_min_block_ns(a) == fx_config_min_block_ns(b) &&
 	       a->sampling.off_cpu.budget == b->sampling.off_cpu.budget;
 }
 

@@ -9,11 +9,11 @@
  * event carries it with the weight.
  *
  * Which waits are sampled: each thread (its slot, below) keeps the running
- * mean of its timed waits' lengths, and a wait is sampled with probability
- * p = mean / min_block (at most 1), drawn at its start; its weight is
- * length / p. A wait not drawn costs two array look-ups and a draw, with no
- * helper call: it is not even timed. p is fixed before
- * the length is known, so the weights' sum is an unbiased estimate of the
+ * mean of its timed waits' lengths (blocked and runnable apart), and a wait
+ * is sampled with probability p = mean / min_block (at most 1), drawn at its
+ * start; its weight is length / p. A wait not drawn costs two array look-ups
+ * and a draw, no helper call: it is not even timed. p is fixed before the
+ * length is known, so the weights' sum is an unbiased estimate of the
  * off-CPU time (Horvitz-Thompson) whatever p is; and a thread that waits
  * long has every wait recorded, while one that switches a hundred thousand
  * times a second for microseconds costs a few copies. A per-CPU budget of
@@ -79,7 +79,11 @@ struct wait {
  * threads, so a thread whose slot has none is switched in without a look-up. */
 #define NSLOTS 65536
 struct slot {
-	__u32 mean_ns; /* running mean of timed waits' lengths (capped) */
+	/* running means of timed waits' lengths (capped): [0] blocked, [1]
+	 * runnable. Kept apart: a thread preempted for microseconds between
+	 * long sleeps would otherwise draw its sleeps with a small p, and
+	 * their large weights make the estimate noisy. */
+	__u32 mean_ns[2];
 	__u32 pending;
 };
 
@@ -305,6 +309,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	struct slot *sl;
 	struct wait *w;
 	__u64 d, weight, mean;
+	__u32 k;
 
 	if (next->flags & PF_KTHREAD)
 		return;
@@ -326,8 +331,9 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	st->wait_ns += d;
 	weight = w->p ? d * P_ONE / w->p : 0;
 	/* An exponential mean over about 8 waits */
-	mean = sl->mean_ns - sl->mean_ns / 8 + d / 8;
-	sl->mean_ns = mean > 0xffffffffull ? 0xffffffffu : (__u32)mean;
+	k = w->state == FX_OFFCPU_RUNNABLE;
+	mean = sl->mean_ns[k] - sl->mean_ns[k] / 8 + d / 8;
+	sl->mean_ns[k] = mean > 0xffffffffull ? 0xffffffffu : (__u32)mean;
 	if (w->how == SAMPLED) {
 		end = bpf_ringbuf_reserve(&events, sizeof(*end), 0);
 		if (!end) {
@@ -366,7 +372,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	struct slot *sl;
 	struct wait *w;
 	unsigned int state;
-	__u32 tgid, tag, cpu, copied = 0, p;
+	__u32 tgid, tag, cpu, copied = 0, p, kind, k;
 	__u64 size;
 	long n;
 
@@ -378,15 +384,22 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	state = task_state(prev);
 	if (state & TASK_DEAD)
 		return; /* its last switch: no wait, an exit */
+	if (preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
+		kind = FX_OFFCPU_RUNNABLE;
+	else if (state & TASK_UNINTERRUPTIBLE)
+		kind = FX_OFFCPU_DISK;
+	else
+		kind = FX_OFFCPU_SLEEP;
+	k = kind == FX_OFFCPU_RUNNABLE;
 	sl = slot_of(prev);
 	if (!sl)
 		return;
 	st->waits++;
-	if (!sl->mean_ns) /* a new slot's first wait is sampled */
-		sl->mean_ns = (__u32)cfg->min_block_ns;
+	if (!sl->mean_ns[k]) /* a new slot's first wait is sampled */
+		sl->mean_ns[k] = (__u32)cfg->min_block_ns;
 	p = P_ONE;
-	if (sl->mean_ns < cfg->min_block_ns)
-		p = (__u32)((__u64)sl->mean_ns * cfg->p_scale >> 32);
+	if (sl->mean_ns[k] < cfg->min_block_ns)
+		p = (__u32)((__u64)sl->mean_ns[k] * cfg->p_scale >> 32);
 	if (!p)
 		p = 1;
 	/* Most switches end here: a wait not drawn is neither looked up nor
@@ -405,12 +418,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	w->t_out = now;
 	w->p = p;
 	w->tag = tag;
-	if (preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
-		w->state = FX_OFFCPU_RUNNABLE;
-	else if (state & TASK_UNINTERRUPTIBLE)
-		w->state = FX_OFFCPU_DISK;
-	else
-		w->state = FX_OFFCPU_SLEEP;
+	w->state = kind;
 	if (!spend(cfg, now)) {
 		st->budget_drops++;
 		w->how = OVER_BUDGET;

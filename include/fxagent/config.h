@@ -13,6 +13,7 @@
 #ifndef FXAGENT_CONFIG_H
 #define FXAGENT_CONFIG_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -59,10 +60,12 @@ struct fx_config {
 		uint64_t ring_bytes;  /* ring_size per CPU: 0 (default) = sized for the rate
 					 (ringplan.h), else a power of two, 4 KiB-64 MiB */
 		struct {
-			bool enabled;	       /* off_cpu.enabled; default false */
-			unsigned min_block_ms; /* 0-1000 (0: every wait); default 5 (offcpu.h) */
-			unsigned budget;       /* sampled waits per second per CPU, 1-100000;
-						  default 250 */
+			bool enabled; /* off_cpu.enabled; default false */
+			/* 0-1000 (0: every wait); default FX_MIN_BLOCK_INTERVAL
+			 * (offcpu.h): fx_config_min_block_ns() */
+			unsigned min_block_ms;
+			unsigned budget; /* sampled waits per second per CPU, 1-100000;
+					    default 250 */
 		} off_cpu;
 	} sampling;
 	struct {
@@ -132,6 +135,17 @@ struct fx_config {
 
 /* Fills @c with the defaults. Returns 0 or -ENOMEM. */
 /* Whether off-CPU waits are recorded for @t (NULL: the whole system). */
+/* min_block's default: the sampling interval, so that a thread that waits
+ * has its waits sampled about as often as one that runs has its CPU. */
+#define FX_MIN_BLOCK_INTERVAL UINT_MAX
+
+static inline uint64_t fx_config_min_block_ns(const struct fx_config *c)
+{
+	if (c->sampling.off_cpu.min_block_ms == FX_MIN_BLOCK_INTERVAL)
+		return 1000000000ull / c->sampling.frequency;
+	return (uint64_t)c->sampling.off_cpu.min_block_ms * 1000000;
+}
+
 static inline bool fx_config_off_cpu(const struct fx_config *c, const struct fx_target *t)
 {
 	return t && t->off_cpu >= 0 ? t->off_cpu : c->sampling.off_cpu.enabled;

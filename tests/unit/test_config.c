@@ -1235,7 +1235,9 @@ static void test_defaults(void **state)
 	assert_null(c->metrics.textfile);
 	assert_int_equal(c->sampling.ring_bytes, 0);
 	assert_false(c->sampling.off_cpu.enabled);
-	assert_int_equal(c->sampling.off_cpu.min_block_ms, 5);
+	assert_int_equal(c->sampling.off_cpu.min_block_ms, FX_MIN_BLOCK_INTERVAL);
+	/* the sampling interval: 10.1 ms at 99 Hz */
+	assert_int_equal(fx_config_min_block_ns(c), 10101010);
 	assert_int_equal(c->sampling.off_cpu.budget, 250);
 	assert_int_equal(c->symbolization.max_memory, 32 << 20);
 	fx_config_release(c);
