@@ -7,7 +7,13 @@ wait's total within 5% of that clock, on stacks that DWARF unwinding takes
 through libc (fx-waits has no frame pointers) to the thread's start, with
 the kernel frame that names the wait and the state it waited in. fx-hot-ab
 runs beside it: its CPU split must be the one a recording without off-CPU
-gives, within 3.5 standard errors (the CPU tracks do not change)."""
+gives, within 3.5 standard errors (the CPU tracks do not change).
+
+Then, as users run it, with waits sampled (min_block at its default, the
+sampling interval, and a budget no run reaches): a wait is drawn with a probability and weighed
+by its inverse, so each wait's total must stay that clock's, within 3.5
+standard errors of the estimate (bounded above from the sampled weights) and
+the 5% of the first run."""
 
 import os
 import subprocess
@@ -41,41 +47,87 @@ def off_tracks(prof, pid):
             if th["samples"].get("weightType") == "tracing-ms"]
 
 
+def record_waits(t, name, min_block, pids):
+    """Runs fx-waits under `fxagent --once --off-cpu` (min_block @min_block,
+    None for its default; a budget no run reaches; also sampling @pids): the profile, fx-waits's
+    clock {function: (calls, ms)} and its process."""
+    cfg = os.path.join(t.work, f"{name}.yaml")
+    with open(cfg, "w") as f:
+        f.write("sampling:\n  off_cpu:\n    enabled: true\n    budget: 100000\n"
+                + (f"    min_block: {min_block}\n" if min_block is not None else ""))
+    waits = t.spawn([os.path.join(t.workloads, "fx-waits"), str(SECONDS), "/var/tmp"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    out = os.path.join(t.work, f"{name}.json.gz")
+    cmd = [t.agent, "--once", "--off-cpu", "--config", cfg, "--duration",
+           f"{SECONDS + 3}s", "--pid", str(waits.pid)]
+    for pid in pids:
+        cmd += ["--pid", str(pid)]
+    cmd += ["--output", out]
+    t.note("+ " + " ".join(cmd))
+    agent = t.spawn(cmd, stderr=open(os.path.join(t.work, f"{name}.agent.log"), "w"))
+    t.require(fxtest.wait_for(lambda: bpf_linked(agent.pid) or agent.poll() is not None,
+                              fxtest.scaled(20)) and agent.poll() is None,
+              f"the agent did not attach its off-CPU program; see {name}.agent.log")
+    waits.stdin.write("g")
+    waits.stdin.flush()
+    try:
+        report = waits.communicate(timeout=fxtest.scaled(SECONDS + 30))[0]
+        t.require(agent.wait(timeout=fxtest.scaled(SECONDS + 60)) == 0,
+                  f"fxagent exited {agent.returncode}; see {name}.agent.log")
+    except subprocess.TimeoutExpired:
+        raise fxtest.Stop("fx-waits or the agent did not end")
+    t.save(f"{name}.fx-waits.txt", report)
+    ref = {}
+    for ln in report.splitlines():
+        fn, calls, off_ns = ln.split()
+        ref[fn] = (int(calls), int(off_ns) / 1e6)
+    t.require(set(ref) == set(WAITS), f"fx-waits printed {report!r}")
+    return t.load(out), ref, waits
+
+
+def check_sampled(t, every):
+    """The default sampling: totals unbiased within their standard error;
+    @every: meta.fxagent.offCpu of the run with every wait sampled."""
+    prof, ref, waits = record_waits(t, "sampled", None, [])
+    meta = prof.data["meta"]["fxagent"].get("offCpu") or {}
+    t.note(f"sampled: meta.fxagent.offCpu: {meta}")
+    tracks = off_tracks(prof, waits.pid)
+    for fn in WAITS:
+        calls, want_ms = ref[fn]
+        mine = [th for th in tracks if th["name"] == THREAD_OF[fn] + " (off-CPU)"]
+        got = sq = 0.0
+        n = 0
+        for th in mine:
+            for st, w in prof.samples(th):
+                if fn in prof.stack_names(st):
+                    got += w
+                    sq += w * w
+                    n += 1
+        # The Horvitz-Thompson variance, sum (1 - p) w^2 over the sampled
+        # waits, is at most sum w^2: p is not in the profile.
+        se = sq ** 0.5
+        t.note(f"sampled: {fn}: {calls} calls, {want_ms:.1f} ms by its clock, {got:.1f} ms "
+               f"from {n} sampled waits ({got / want_ms:.3f}), standard error at most "
+               f"{se:.1f} ms")
+        t.require(want_ms > 100, f"{fn} waited only {want_ms:.1f} ms: the workload did not run")
+        t.check(abs(got - want_ms) <= 3.5 * se + 0.05 * want_ms,
+                f"sampled: {fn}: {got:.1f} ms off-CPU in the profile, {want_ms:.1f} ms by "
+                f"its clock (more than 3.5 x {se:.1f} ms + 5% apart)")
+    # What was drawn is a fraction: most waits are short (the mutex's, the
+    # pipe writer's) and are not all copied, or min_block did nothing.
+    t.check(0 < meta.get("waits", 0) < every["waits"] / 2,
+            f"sampled: {meta.get('waits')} waits recorded, against {every['waits']} with "
+            "every wait sampled")
+
+
 def body(t):
     fxtest.skip_without_btf()
     hot = t.workload("fx-hot-ab", 4 * SECONDS + 60)
     time.sleep(0.3)
     base = t.record("cpu_only", SECONDS, pids=[hot.pid])
 
-    cfg = os.path.join(t.work, "offcpu.yaml")
-    with open(cfg, "w") as f:
-        f.write("sampling:\n  off_cpu:\n    enabled: true\n    min_block: 0\n"
-                "    budget: 100000\n")
-    waits = t.spawn([os.path.join(t.workloads, "fx-waits"), str(SECONDS), "/var/tmp"],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    prof, ref, waits = record_waits(t, "offcpu", "0", [hot.pid])
     out = os.path.join(t.work, "offcpu.json.gz")
-    cmd = [t.agent, "--once", "--off-cpu", "--config", cfg, "--duration",
-           f"{SECONDS + 3}s", "--pid", str(waits.pid), "--pid", str(hot.pid), "--output", out]
-    t.note("+ " + " ".join(cmd))
-    agent = t.spawn(cmd, stderr=open(os.path.join(t.work, "offcpu.agent.log"), "w"))
-    t.require(fxtest.wait_for(lambda: bpf_linked(agent.pid) or agent.poll() is not None,
-                              fxtest.scaled(20)) and agent.poll() is None,
-              "the agent did not attach its off-CPU program; see offcpu.agent.log")
-    waits.stdin.write("g")
-    waits.stdin.flush()
-    try:
-        report = waits.communicate(timeout=fxtest.scaled(SECONDS + 30))[0]
-        t.require(agent.wait(timeout=fxtest.scaled(SECONDS + 60)) == 0,
-                  f"fxagent exited {agent.returncode}; see offcpu.agent.log")
-    except subprocess.TimeoutExpired:
-        raise fxtest.Stop("fx-waits or the agent did not end")
-    t.save("fx-waits.txt", report)
-    ref = {}
-    for ln in report.splitlines():
-        fn, calls, off_ns = ln.split()
-        ref[fn] = (int(calls), int(off_ns) / 1e6)
-    t.require(set(ref) == set(WAITS), f"fx-waits printed {report!r}")
-    prof = t.load(out)
 
     meta = prof.data["meta"]["fxagent"].get("offCpu")
     t.require(meta is not None, "no meta.fxagent.offCpu in the profile")
@@ -182,6 +234,8 @@ def body(t):
         funcs = cli.functions(sleeper[0]["threadHandle"])
         t.check("wait_sleep" in {r["name"] for r in funcs.values()},
                 "profiler-cli: no wait_sleep in fx-sleeper (off-CPU)")
+
+    check_sampled(t, meta)
 
 
 fxtest.main(body)
