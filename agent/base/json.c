@@ -389,6 +389,40 @@ void fx_json_uint(struct fx_json *j, uint64_t v)
 	put_number(j, b, format_uint(b, v, false));
 }
 
+void fx_json_fixed(struct fx_json *j, int64_t v, unsigned decimals)
+{
+	static const uint64_t pow10[] = { 1,	  10,	   100,	     1000,	10000,
+					  100000, 1000000, 10000000, 100000000, 1000000000 };
+	uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v, frac;
+	char b[40];
+	int len;
+
+	if (!begin_value(j))
+		return;
+	if (decimals >= sizeof(pow10) / sizeof(pow10[0])) {
+		fail(j, -EINVAL);
+		return;
+	}
+	len = format_uint(b, u / pow10[decimals], v < 0);
+	frac = u % pow10[decimals];
+	if (frac) {
+		unsigned n = decimals;
+
+		while (frac % 10 == 0) { /* trailing zeros go */
+			frac /= 10;
+			n--;
+		}
+		b[len++] = '.';
+		for (unsigned i = n; i > 0; i--) {
+			b[len + (int)i - 1] = (char)('0' + frac % 10);
+			frac /= 10;
+		}
+		len += (int)n;
+		b[len] = '\0';
+	}
+	put_number(j, b, len);
+}
+
 /* Shortest of %.15g, %.16g, %.17g that reads back as @v (17 always does). */
 static int format_double(char *b, size_t cap, double v)
 {
@@ -409,6 +443,13 @@ static int format_double(char *b, size_t cap, double v)
 			*p = '.';
 	}
 	return len;
+}
+
+int fx_json_format_double(char *b, size_t cap, double v)
+{
+	if (!isfinite(v) || cap < 40)
+		return -1;
+	return format_double(b, cap, v);
 }
 
 void fx_json_double(struct fx_json *j, double v)

@@ -47,6 +47,14 @@ void fx_json_string_n(struct fx_json *j, const char *s, size_t n);
 void fx_json_int(struct fx_json *j, int64_t v);
 void fx_json_uint(struct fx_json *j, uint64_t v);
 void fx_json_double(struct fx_json *j, double v); /* NaN and infinities write null */
+/* A finite @v as fx_json_double() writes it, into @b of @cap (at least 40)
+ * bytes: for a value written many times over, formatted once. Returns the
+ * length, or -1 for a value JSON has no number for. */
+int fx_json_format_double(char *b, size_t cap, double v);
+/* @v / 10^@decimals (at most 9) exactly, as a decimal without trailing zeros:
+ * for fixed-point values (ns as ms), a reader gets the double that
+ * fx_json_double(v / 10^decimals) writes, and no printf is called. */
+void fx_json_fixed(struct fx_json *j, int64_t v, unsigned decimals);
 void fx_json_bool(struct fx_json *j, bool v);
 void fx_json_null(struct fx_json *j);
 

@@ -134,8 +134,9 @@ enum ev_kind { EV_OBEGIN, EV_OEND, EV_ABEGIN, EV_AEND, EV_KEY, EV_STR, EV_NUM, E
 
 struct event {
 	enum ev_kind kind;
-	struct buf str;	 /* EV_KEY, EV_STR: bytes; EV_LIT: "true", "false", "null" */
-	int num_kind;	 /* EV_NUM: 0 int, 1 uint, 2 double */
+	struct buf str; /* EV_KEY, EV_STR: bytes; EV_LIT: "true", "false", "null" */
+	int num_kind;	/* EV_NUM: 0 int, 1 uint, 2 double, 3 fixed (i / 10^decimals) */
+	unsigned decimals;
 	int64_t i;	 /* EV_NUM */
 	uint64_t u;	 /* EV_NUM */
 	double d;	 /* EV_NUM */
@@ -534,6 +535,33 @@ static void check_number(const struct event *want, const struct event *got)
 
 		FUZZ_CHECK(*end == '\0' && text[0] != '-' && v == want->u,
 			   "uint %llu written as %s", (unsigned long long)want->u, text);
+	} else if (want->num_kind == 3) {
+		/* exactly the decimal: digits, a point only before a fraction
+		 * without trailing zeros, as many decimals at most */
+		uint64_t mag = want->i < 0 ? 0 - (uint64_t)want->i : (uint64_t)want->i, ip = 0;
+		uint64_t frac = 0, scale = 1;
+		const char *p = text + (want->i < 0);
+		unsigned nd = 0;
+
+		FUZZ_CHECK((want->i < 0) == (text[0] == '-'), "fixed %lld written as %s",
+			   (long long)want->i, text);
+		for (; *p >= '0' && *p <= '9'; p++)
+			ip = ip * 10 + (uint64_t)(*p - '0');
+		if (*p == '.') {
+			for (p++; *p >= '0' && *p <= '9'; p++, nd++)
+				frac = frac * 10 + (uint64_t)(*p - '0');
+			FUZZ_CHECK(nd >= 1 && p[-1] != '0', "fixed %lld written as %s",
+				   (long long)want->i, text);
+		}
+		FUZZ_CHECK(*p == '\0' && nd <= want->decimals, "fixed %lld/10^%u written as %s",
+			   (long long)want->i, want->decimals, text);
+		for (unsigned k = 0; k < want->decimals; k++)
+			scale *= 10;
+		for (unsigned k = nd; k < want->decimals; k++)
+			frac *= 10;
+		FUZZ_CHECK(ip == mag / scale && frac == mag % scale,
+			   "fixed %lld/10^%u written as %s", (long long)want->i, want->decimals,
+			   text);
 	} else {
 		double v = strtod(text, &end);
 
@@ -672,10 +700,17 @@ static void run_op(struct fx_json *j, struct model *m, struct fuzz_in *in, unsig
 		double d;
 
 		memcpy(&d, &bits, sizeof(d));
+		/* a fixed-point value: 0, 3, 6 or 9 decimals */
+		unsigned decimals = ((op >> 4) & 3) * 3;
+
+		if (kind == 1 && (op & 0x08))
+			kind = 3;
 		if (kind == 0)
 			fx_json_int(j, (int64_t)bits);
 		else if (kind == 1)
 			fx_json_uint(j, bits);
+		else if (kind == 3)
+			fx_json_fixed(j, (int64_t)bits, decimals);
 		else
 			fx_json_double(j, d);
 		if (!model_value(m))
@@ -687,6 +722,7 @@ static void run_op(struct fx_json *j, struct model *m, struct fuzz_in *in, unsig
 		ev = ev_add(&want, EV_NUM);
 		if (ev) {
 			ev->num_kind = kind;
+			ev->decimals = decimals;
 			ev->i = (int64_t)bits;
 			ev->u = bits;
 			ev->d = d;

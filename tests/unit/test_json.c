@@ -594,6 +594,64 @@ static void test_numbers(void **state)
 	sink_free(&s);
 }
 
+static const char *fixed_json(struct sink *s, int64_t v, unsigned decimals)
+{
+	struct fx_json *j = fx_json_new(sink_write, s);
+
+	s->len = 0;
+	fx_json_fixed(j, v, decimals);
+	assert_int_equal(fx_json_finish(j), 0);
+	fx_json_free(j);
+	return s->data;
+}
+
+/* Fixed-point values (sample times: ns as ms) print as what fx_json_double
+ * prints for v / 10^decimals, and read back as that double. */
+static void test_fixed(void **state)
+{
+	static const int64_t ns[] = {
+		0,	   1,  999,	1000000,   1500000,	  10101010,	    123456789,
+		999999999, -1, -500000, -10101010, 60000000000ll, 86399999999999ll, 1000000001
+	};
+	struct sink s = { 0 }, d = { 0 };
+	uint64_t x = 88172645463325252ull;
+	struct fx_json *j;
+
+	(void)state;
+	assert_string_equal(fixed_json(&s, 1500000, 6), "1.5");
+	assert_string_equal(fixed_json(&s, 1000000, 6), "1");
+	assert_string_equal(fixed_json(&s, 1, 6), "0.000001");
+	assert_string_equal(fixed_json(&s, -500000, 6), "-0.5");
+	assert_string_equal(fixed_json(&s, 12345, 3), "12.345");
+	assert_string_equal(fixed_json(&s, 7, 0), "7");
+	for (size_t k = 0; k < sizeof(ns) / sizeof(ns[0]) + 10000; k++) {
+		int64_t v;
+
+		if (k < sizeof(ns) / sizeof(ns[0])) {
+			v = ns[k];
+		} else { /* xorshift: times up to a day, in ns */
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			v = (int64_t)(x % 86400000000000ull);
+		}
+		fixed_json(&s, v, 6);
+		number_json(&d, 0, (double)v / 1e6, 0, 0);
+		assert_true(strtod(s.data, NULL) == (double)v / 1e6);
+		/* below 10^15 digits %.15g prints the decimal itself, unless it
+		 * takes an exponent (below 1e-4) */
+		if (v >= 100 || v <= -100)
+			assert_string_equal(s.data, d.data);
+	}
+	/* More decimals than an int64 has: refused, as misuse is. */
+	j = fx_json_new(sink_write, &s);
+	fx_json_fixed(j, 1, 10);
+	assert_int_equal(fx_json_finish(j), -EINVAL);
+	fx_json_free(j);
+	sink_free(&s);
+	sink_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -610,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_sink_failure_sticky),
 		cmocka_unit_test(test_sink_failure_on_finish),
 		cmocka_unit_test(test_numbers),
+		cmocka_unit_test(test_fixed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
