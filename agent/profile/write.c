@@ -568,16 +568,18 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 			fx_json_null(j);
 	}
 	fx_json_array_end(j);
+	/* Nanoseconds as milliseconds, exactly: the same doubles as ns / 1e6,
+	 * without printf (a third of the publisher's time at a big host's rate). */
 	fx_json_key_array(j, "time");
 	for (size_t i = 0; i < n; i++)
-		fx_json_double(j, ns_to_ms(s[i].time_ns, in->meta.start_ns));
+		fx_json_fixed(j, (int64_t)(s[i].time_ns - in->meta.start_ns), 6);
 	fx_json_array_end(j);
 	if (th->off_cpu) {
 		/* Each sample is a wait, weighted by the time it stands for:
 		 * the call tree and the flame graph show milliseconds. */
 		fx_json_key_array(j, "weight");
 		for (size_t i = 0; i < n; i++)
-			fx_json_double(j, (double)s[i].wait_us / 1000.0);
+			fx_json_fixed(j, (int64_t)s[i].wait_us, 3);
 		fx_json_array_end(j);
 		fx_json_key_string(j, "weightType", "tracing-ms");
 		fx_json_object_end(j);
@@ -590,8 +592,20 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	/* Each sample stands for one sampling interval of CPU time on this
 	 * thread: this is what the profiler's CPU graph and columns show. */
 	fx_json_key_array(j, "threadCPUDelta");
-	for (size_t i = 0; i < n; i++)
-		fx_json_double(j, i ? in->meta.interval_ms * 1000.0 : 0);
+	if (n)
+		fx_json_uint(j, 0);
+	if (n > 1) {
+		char delta[40];
+		int len =
+			fx_json_format_double(delta, sizeof(delta), in->meta.interval_ms * 1000.0);
+
+		for (size_t i = 1; i < n; i++) {
+			if (len > 0)
+				fx_json_raw(j, delta, (size_t)len);
+			else
+				fx_json_null(j);
+		}
+	}
 	fx_json_array_end(j);
 	fx_json_object_end(j);
 
