@@ -57,6 +57,9 @@ struct publisher {
 	/* The agent's summary at the default level: what the windows since the
 	 * last one took (the first after the first window). */
 	uint64_t sum_at, sum_windows, sum_samples, sum_chunks;
+	/* The thread's CPU time writing windows (symbolizing, encoding,
+	 * compressing, writing, giving memory back), for the metrics. */
+	uint64_t publish_cpu_ns;
 };
 
 /* How often the agent says it is well at the default level. */
@@ -433,6 +436,10 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		  false, NULL, NULL, (double)__atomic_load_n(&ps->stretched, __ATOMIC_RELAXED) },
 		{ "fxagent_samples_total", "Samples recorded.", false, NULL, NULL,
 		  (double)t->samples },
+		{ "fxagent_publish_cpu_seconds_total",
+		  "CPU time spent writing the windows' chunks: symbolizing, encoding, compressing, "
+		  "writing.",
+		  false, NULL, NULL, (double)pub->publish_cpu_ns / 1e9 },
 		{ "fxagent_lost_samples_total", "Samples the kernel lost (rings overflowed).",
 		  false, NULL, NULL, (double)t->lost },
 		{ "fxagent_offcpu_waits_total", "Off-CPU waits recorded (sampling.off_cpu).", false,
@@ -625,7 +632,7 @@ static void report_status(struct publisher *pub, const struct batch *b)
 
 static void write_batch(struct publisher *pub, struct batch *b)
 {
-	uint64_t mark;
+	uint64_t mark, cpu0 = fx_now_ns(CLOCK_THREAD_CPUTIME_ID);
 
 	if (b->g != pub->sink_gen)
 		switch_sinks(pub, b->g);
@@ -649,6 +656,7 @@ static void write_batch(struct publisher *pub, struct batch *b)
 	/* What the window's tables and dropped caches freed goes back to the
 	 * system, not only to malloc's free lists (all arenas). */
 	malloc_trim(0);
+	pub->publish_cpu_ns += fx_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	report_status(pub, b);
 	free_batch(pub->p, b);
 	/* and what the window itself held, before the next one comes */

@@ -20,6 +20,7 @@ metrics text file, then:
 
 import os
 import re
+import resource
 import signal
 import socket
 import threading
@@ -165,7 +166,11 @@ def body(t):
         fxtest.wait_for(lambda: len(d.chunks(running=True).get("hot2", [])) >= 2, 5.5, 0.1)
         time.sleep(0.5)
         t_stop = time.monotonic()
+        # The agent's CPU, all threads: it is the only child reaped in between.
+        ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         rc = d.stop(signal.SIGTERM)
+        ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        agent_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
         stopping = lis.wait_for(t_stop, lambda m: "STOPPING=1" in m, 5)
     finally:
         t.kill_processes()
@@ -239,6 +244,11 @@ def body(t):
     t.check(m.get("fxagent_samples_total") == total,
             f"fxagent_samples_total {m.get('fxagent_samples_total')}, {total} in the chunks")
     t.check(m.get("fxagent_symbol_cache_hits_total", 0) > 0, "no symbol cache hits counted")
+    # Writing the chunks took some CPU, and not more than the whole agent's.
+    pub = m.get("fxagent_publish_cpu_seconds_total", 0)
+    t.note(f"publishing: {pub:.3f} s of CPU, the agent {agent_cpu:.3f} s")
+    t.check(0 < pub <= agent_cpu, f"fxagent_publish_cpu_seconds_total {pub}, the agent's CPU "
+            f"{agent_cpu:.3f} s")
     # Every cache: its entries and evictions, and its bytes where known.
     caches = read_caches(metrics)
     t.note(f"caches: {caches}")
