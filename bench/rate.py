@@ -9,6 +9,12 @@ N / NCPU CPUs' samples). For each emulated host (this machine, 32, 64, 128
 CPUs), one fx-bench-work per CPU (qsort with a callback: stacks through libc)
 runs D seconds under each recorder in turn, the order rotating by round:
 
+- the agent as users run it, a daemon: whole system, 10 s windows; the
+  workload runs whole windows (its duration rounded up, at least 2), and the
+  agent's threads are counted from the chunk of the window before it to the
+  chunk of its last: sampling, unwinding, symbolizing, encoding, compressing
+  and writing, all threads; publishing per sample from the agent's own
+  counter (fxagent_publish_cpu_seconds_total over fxagent_samples_total);
 - `fxagent --once` with DWARF unwinding by compiled rules (the default);
 - the same with `--unwind libdwfl`: every sample through libdwfl, as before
   the rules;
@@ -38,6 +44,7 @@ compiled in 1-3 ms over a recording.
 
 usage: bench/rate.py [--build DIR] [--quick] [--rounds N] [--duration S] [--hosts 32,64,128]
 """
+import gzip
 import os
 import re
 import shutil
@@ -46,11 +53,13 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fxbench as fb  # noqa: E402
 
 RECORDERS = {
+    "fxagent daemon": ("fxd", []),
     "fxagent dwarf (rules)": ("fx", ["--unwind", "dwarf"]),
     "fxagent libdwfl": ("fx", ["--unwind", "libdwfl"]),
     "perf dwarf": ("perf", ["--call-graph", "dwarf"]),
@@ -61,6 +70,7 @@ LEAD, TAIL = 1.0, 0.5
 BASE_RING = 1 << 20
 MAX_RING = 64 << 20
 LOST = re.compile(r"(\d+) samples were lost")
+DAEMON_WINDOW = 10
 BY = re.compile(r"unwound by tables (\d+), by libdwfl (\d+)")
 
 
@@ -89,8 +99,137 @@ def perf_lost(perf, path):
     return (int(m.group(1)) if m else 0) + (int(lost.group(1)) if lost else 0)
 
 
+def thread_cpu_ns(pid):
+    """{thread name: ns on a CPU} of @pid's live threads."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[name] = out.get(name, 0) + int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def metrics(path):
+    out = {}
+    try:
+        with open(path) as f:
+            for ln in f:
+                m = re.match(r"^(fxagent_[a-z_]+) (\S+)$", ln)
+                if m:
+                    out[m[1]] = float(m[2])
+    except OSError:
+        pass
+    return out
+
+
+def gzip_levels(path):
+    """[(level, compressed bytes, best of 5 ms)] for the JSON of chunk @path,
+    fed to zlib (the agent's: Debian's zlib1g) in 64 KiB pieces as the agent
+    feeds it."""
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    out = []
+    for level, piece in ((1, 65536), (2, 65536), (4, 65536), (6, 65536), (1, 16384),
+                         (1, 262144)):
+        best, size = None, 0
+        for _ in range(5):
+            t = time.perf_counter()
+            z = zlib.compressobj(level, zlib.DEFLATED, 31, 8)
+            size = sum(len(z.compress(raw[i:i + piece])) for i in range(0, len(raw), piece))
+            size += len(z.flush())
+            el = time.perf_counter() - t
+            best = el if best is None else min(best, el)
+        out.append((level, piece, len(raw), size, best * 1e3))
+    return out
+
+
+def run_daemon(ctx, n, dur, tmp):
+    """The agent as users run it: whole system, 10 s windows, every thread
+    counted over whole windows. The workload starts at a window boundary and
+    runs @dur rounded up to whole windows; the agent's CPU is taken when the
+    chunk of the window before is written and when the last one's is, so
+    what writing the workload's windows cost is in it."""
+    hz = round(99 * n / fb.NCPU)
+    out = os.path.join(tmp, "chunks")
+    prom = os.path.join(tmp, "fxagent.prom")
+    cfg = os.path.join(tmp, "fxagent.yaml")
+    os.makedirs(out, exist_ok=True)
+    with open(cfg, "w") as f:
+        f.write(f"sampling:\n  frequency: {hz}\nwindow:\n  seconds: {DAEMON_WINDOW}\n"
+                f"output:\n  directory: {out}\nmetrics:\n  textfile: {prom}\n")
+    proc = subprocess.Popen([ctx.agent, "--config", cfg], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    err = []
+    drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+    drain.start()
+
+    def chunks():
+        return len([x for x in os.listdir(out) if x.endswith(".json.gz")])
+
+    def wait_chunks(k, until):
+        while chunks() < k and time.time() < until and proc.poll() is None:
+            time.sleep(0.02)
+        return chunks() >= k
+
+    windows = max(2, -(-int(dur) // DAEMON_WINDOW))
+    try:
+        # the first (partial) window written: the agent is steady
+        if not wait_chunks(1, time.time() + 3 * DAEMON_WINDOW):
+            ctx.log(f"rate: the daemon wrote no chunk: {''.join(err)[-2000:]}")
+            return None
+        b0 = (time.time() // DAEMON_WINDOW + 1) * DAEMON_WINDOW
+        have = chunks()
+        time.sleep(max(0.0, b0 - time.time()))
+        work = fb.start_work(ctx, fb.NCPU, windows * DAEMON_WINDOW)
+        ok = wait_chunks(have + 1, b0 + DAEMON_WINDOW)
+        c0, m0 = thread_cpu_ns(proc.pid), metrics(prom)
+        fb.work_ops(work)
+        ok = ok and wait_chunks(have + 1 + windows, b0 + (windows + 3) * DAEMON_WINDOW)
+        c1, m1 = thread_cpu_ns(proc.pid), metrics(prom)
+    finally:
+        code = fb.stop(proc)
+        drain.join()
+    if not ok or code != 0:
+        ctx.log(f"rate: the daemon failed (exit {code}, chunks {chunks()}):\n"
+                f"{''.join(err)[-2000:]}")
+        return None
+    span = windows * DAEMON_WINDOW
+
+    def d(k):
+        return m1.get(k, 0) - m0.get(k, 0)
+    # the biggest chunk, for the gzip levels
+    names = sorted(os.listdir(out), key=lambda x: os.path.getsize(os.path.join(out, x)))
+    big = os.path.join(tmp, f"big-{n}.json.gz")
+    if names:
+        os.replace(os.path.join(out, names[-1]), big)
+    for x in os.listdir(out):
+        os.unlink(os.path.join(out, x))
+    total = sum(c1.values()) - sum(c0.values())
+    pub = c1.get("fx-publish", 0) - c0.get("fx-publish", 0)
+    samples = d("fxagent_samples_total")
+    return {"cpu_pct": 100.0 * total / 1e9 / span, "cpu_ns": total,
+            "publish_pct": 100.0 * pub / 1e9 / span,
+            "sampling_pct": 100.0 * (total - pub) / 1e9 / span,
+            "samples": samples, "lost": d("fxagent_lost_samples_total"),
+            "us_per_sample": total / 1e3 / max(1.0, samples),
+            "publish_us_per_sample": d("fxagent_publish_cpu_seconds_total") * 1e6
+            / max(1.0, samples),
+            "truncated_pct": 100.0 * d("fxagent_truncated_stacks_total") / max(1.0, samples),
+            "unwind_med_us": None, "by_rules_pct": None}
+
+
 def run_one(ctx, name, n, dur, tmp):
     tool, extra = RECORDERS[name]
+    if tool == "fxd":
+        return run_daemon(ctx, n, dur, tmp)
     hz = round(99 * n / fb.NCPU)
     rec = dur + LEAD + TAIL
     ring = ring_bytes(n)
@@ -155,6 +294,8 @@ def run(ctx, a):
     names = list(RECORDERS)
     rows = []
     summary = []
+    aims = []
+    levels = None
     for n in hosts(a):
         res = {k: [] for k in names}
         with tempfile.TemporaryDirectory(prefix="fxbench-") as tmp:
@@ -164,6 +305,9 @@ def run(ctx, a):
                     ctx.log(f"rate: {n} CPUs, round {i + 1}/{rounds}, {k}: {r}")
                     if r:
                         res[k].append(r)
+            big = os.path.join(tmp, f"big-{n}.json.gz")
+            if n == hosts(a)[-1] and os.path.exists(big):
+                levels = (n, gzip_levels(big))
         hz = round(99 * n / fb.NCPU)
         for k in names:
             runs = res[k]
@@ -177,6 +321,26 @@ def run(ctx, a):
                          fb.f(med["truncated_pct"], "{:.2f}%"),
                          fb.f(med["unwind_med_us"], "{:.1f} us"),
                          fb.f(med["by_rules_pct"], "{:.1f}%")])
+        dmn, perf = res["fxagent daemon"], res["perf dwarf"]
+        if dmn:
+            x = fb.med([r["cpu_pct"] for r in dmn])
+            pub = fb.med([r["publish_us_per_sample"] for r in dmn])
+            lost = max(r["lost"] for r in dmn)
+            pf = fb.med([r["cpu_pct"] for r in perf]) if perf else None
+            summary.append(
+                f"- {n} CPUs, the daemon: {x:.2f}% of one CPU (sampling "
+                f"{fb.med([r['sampling_pct'] for r in dmn]):.2f}%, fx-publish "
+                f"{fb.med([r['publish_pct'] for r in dmn]):.2f}%), publishing {pub:.2f} us a "
+                f"sample by its own counter, {lost:.0f} lost at most; perf "
+                f"{fb.f(pf, '{:.2f}%')} in the same run.")
+            limit = {64: 1.2, 128: 2.5}.get(n)
+            if limit:
+                aims.append(fb.aim(x <= limit and lost == 0,
+                                   f"{n} CPUs: the daemon at most {limit:g}% of one CPU, none "
+                                   f"lost ({x:.2f}%, {lost:.0f} lost)"))
+            if n == 64:
+                aims.append(fb.aim(pub <= 0.5, f"{n} CPUs: publishing at most 0.5 us a sample "
+                                   f"({pub:.2f} us)"))
         rules = res["fxagent dwarf (rules)"]
         dwfl = res["fxagent libdwfl"]
         if rules and dwfl:
@@ -192,7 +356,25 @@ def run(ctx, a):
              f"{rounds} rounds, order rotating; medians. Rings: the agent's own plan for the "
              f"rate; perf's the same bytes (1 MiB times host CPUs / {fb.NCPU}, at most "
              f"64 MiB).", ""]
-            + fb.table(head, rows) + summary + [""])
+            + fb.table(head, rows) + summary + [""]
+            + [a + ("  " if i + 1 < len(aims) else "") for i, a in enumerate(aims)]
+            + ([""] if aims else []) + level_lines(levels))
+
+
+def level_lines(levels):
+    """What each gzip level makes of the biggest daemon chunk."""
+    if not levels:
+        return []
+    n, rows = levels
+    ref = [r for r in rows if r[0] == 6][0]
+    return ([f"gzip levels on the {n}-CPU daemon's biggest chunk ({rows[0][2] / 1e6:.1f} MB "
+             "of JSON; Python's zlib, the same library; best of 5; the agent writes level "
+             "1 in 64 KiB pieces):", ""]
+            + fb.table(["level", "pieces", "compressed", "vs level 6", "time", "vs level 6"],
+                       [[str(lv), f"{piece // 1024} KiB", f"{size / 1024:.0f} KiB",
+                         f"{size / ref[3]:.2f}x", f"{ms:.1f} ms", f"{ms / ref[4]:.2f}x"]
+                        for lv, piece, _, size, ms in rows])
+            + [""])
 
 
 if __name__ == "__main__":
