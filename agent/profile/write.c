@@ -569,7 +569,7 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	}
 	fx_json_array_end(j);
 	/* Nanoseconds as milliseconds, exactly: the same doubles as ns / 1e6,
-	 * without printf (a third of the publisher's time at a big host's rate). */
+	 * without printf (printf and strtod led the publisher's profile at a big host's rate). */
 	fx_json_key_array(j, "time");
 	for (size_t i = 0; i < n; i++)
 		fx_json_fixed(j, (int64_t)(s[i].time_ns - in->meta.start_ns), 6);

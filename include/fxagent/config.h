@@ -62,7 +62,7 @@ struct fx_config {
 		struct {
 			bool enabled; /* off_cpu.enabled; default false */
 			/* 0-1000 (0: every wait); default FX_MIN_BLOCK_INTERVAL
-			 * (offcpu.h): fx_config_min_block_ns() */
+			 * (below): fx_config_min_block_ns() */
 			unsigned min_block_ms;
 			unsigned budget; /* sampled waits per second per CPU, 1-100000;
 					    default 250 */
