@@ -172,7 +172,9 @@ def run_daemon(ctx, n, dur, tmp):
     drain.start()
 
     def chunks():
-        return len([x for x in os.listdir(out) if x.endswith(".json.gz")])
+        # the metrics are written after the chunk: counting files would
+        # read the counters of the window before
+        return int(metrics(prom).get("fxagent_chunks_written_total", 0))
 
     def wait_chunks(k, until):
         while chunks() < k and time.time() < until and proc.poll() is None:
