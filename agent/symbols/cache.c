@@ -66,6 +66,11 @@ void sym_object_free(struct fx_symbolizer *s, struct object *o)
 	free(o->debug_path);
 	free(o->src_path);
 	free(o->funcs);
+	for (size_t i = 0; i < o->n_tabs; i++)
+		free(o->tabs[i].copy);
+	sym_close_names(o);
+	free(o->named);
+	fx_hashtab_free(&o->named_index);
 	free(o->fde_starts);
 	free(o->plt_names);
 	free(o->loads);
@@ -140,10 +145,12 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
 			sym_drop_object(s, i);
 			break;
 		}
-		/* Read again, to ask debuginfod again, in a batch that has
-		 * not used it yet (its results of this batch must stay). */
-		if (o->dbgd_again && o->batch != s->batch &&
-		    fx_now_ns(CLOCK_MONOTONIC) >= o->dbgd_again_ns) {
+		/* Read again, to ask debuginfod again or because a name could
+		 * not be read from the file again, in a batch that has not
+		 * used it yet (its results of this batch must stay). */
+		if (o->batch != s->batch &&
+		    (o->names_lost ||
+		     (o->dbgd_again && fx_now_ns(CLOCK_MONOTONIC) >= o->dbgd_again_ns))) {
 			sym_drop_object(s, i);
 			break;
 		}
@@ -164,6 +171,8 @@ struct object *sym_get_object(struct fx_symbolizer *s, const struct fx_elf_sourc
 	}
 	o->key = key;
 	o->dw_fd = -1;
+	for (i = 0; i < NAMES_FILES; i++)
+		o->name_fds[i] = -1;
 	o->from_fd = src->fd >= 0;
 	o->src_path = src->path ? strdup(src->path) : NULL;
 	o->base_name = strdup(sym_base_name_of(src->path));
@@ -217,10 +226,13 @@ uint64_t sym_object_bytes(const struct object *o)
 		     fx_hashtab_bytes(&o->strs.index) + fx_arena_bytes(&o->res_mem) +
 		     o->cap_cache * sizeof(*o->cache) + fx_hashtab_bytes(&o->cache_index) +
 		     o->n_loads * sizeof(*o->loads) + o->n_cus * sizeof(*o->cus) +
-		     o->n_cu_ranges * sizeof(*o->cu_ranges) + o->dw_bytes;
+		     o->n_cu_ranges * sizeof(*o->cu_ranges) + o->dw_bytes +
+		     o->cap_named * sizeof(*o->named) + fx_hashtab_bytes(&o->named_index);
 
 	for (size_t i = 0; i < o->n_cus; i++)
 		b += o->cus[i].n_funcs * sizeof(*o->cus[i].funcs);
+	for (size_t i = 0; i < o->n_tabs; i++)
+		b += o->tabs[i].copy ? o->tabs[i].size : 0;
 	return b;
 }
 

@@ -442,7 +442,7 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 	}
 	if (delf) {
 		o->debug_path = strdup(dpath);
-		ret = sym_add_symbols(o, &fv, delf, SHT_SYMTAB);
+		ret = sym_add_symbols(o, &fv, delf, dfd, NAMES_DEBUG, SHT_SYMTAB);
 		if (ret)
 			goto out;
 	}
@@ -450,19 +450,23 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 		     (delf && fx_elf_section(delf, ".symtab", NULL));
 	if (!o->origin)
 		o->origin = has_symtab ? FX_SYM_SYMTAB : FX_SYM_STRIPPED;
-	ret = sym_add_symbols(o, &fv, elf, SHT_SYMTAB);
-	if (!ret)
-		ret = sym_add_symbols(o, &fv, elf, SHT_DYNSYM);
+	ret = sym_add_symbols(o, &fv, elf, fd, NAMES_OBJECT, SHT_SYMTAB);
+	/* The object's .symtab lists every .dynsym function too: read
+	 * twice, each of node's 60,000 exported functions would be an alias
+	 * to tell apart. (A debug file's .symtab is not enough: libc's names
+	 * "pthread_create@@GLIBC_2.34" where .dynsym has the plain name.) */
+	if (!ret && !fx_elf_section(elf, ".symtab", NULL))
+		ret = sym_add_symbols(o, &fv, elf, fd, NAMES_OBJECT, SHT_DYNSYM);
 	if (!ret)
 		ret = sym_add_plt(o, elf);
 	/* No symbol table anywhere (a stripped binary, no debug file): its
 	 * functions' ranges from .eh_frame name what .dynsym does not. */
 	if (!ret && !has_symtab)
 		ret = sym_load_fdes(o, elf, fd);
+	if (!ret)
+		ret = sym_finish_funcs(o, &fv, (const int[NAMES_FILES]){ fd, dfd });
 	if (ret)
 		goto out;
-	sym_finish_funcs(o, &fv);
-	fv.v = NULL;
 	if (!s->no_inline) {
 		if (id && id_len <= sizeof(o->dw_id)) {
 			memcpy(o->dw_id, id, id_len);

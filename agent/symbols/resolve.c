@@ -94,12 +94,12 @@ static int compute(struct fx_symbolizer *s, struct object *o, const struct fx_el
 		   uint64_t offset, struct fx_sym_result *r)
 {
 	struct dw_level lv[MAX_INLINE_DEPTH];
-	struct func *f = NULL, plt;
+	const struct func *f = NULL;
 	const struct dfunc *df = NULL;
 	struct fx_sym_frame *fr;
 	const char *line_file = NULL, *name0 = NULL;
 	uint32_t line = 0;
-	uint64_t svma;
+	uint64_t svma, fstart = 0, fsize = 0;
 	size_t n = 0, i;
 
 	memset(r, 0, sizeof(*r));
@@ -114,16 +114,18 @@ static int compute(struct fx_symbolizer *s, struct object *o, const struct fx_el
 		sym_unpark_dwarf(o);
 	svma = s->rel_addrs ? o->base + offset : sym_offset_to_svma(o, offset);
 	r->rel_addr = svma - o->base;
-	f = (struct func *)sym_lookup_plt(o, svma, &plt);
-	if (!f)
-		f = (struct func *)sym_lookup_func(o, svma);
+	name0 = sym_lookup_plt(o, svma, &fstart, &fsize);
+	if (!name0 && (f = sym_lookup_func(o, svma)) != NULL) {
+		name0 = sym_func_name(s, o, src, f);
+		fstart = o->base + f->start;
+		fsize = FUNC_SIZE(f);
+	}
 	if (o->dw)
 		n = sym_dwarf_levels(s, o, svma, lv, &df, &line_file, &line);
-	if (f) {
-		name0 = sym_func_name(s, o, f);
+	if (name0) {
 		r->sym_name = name0;
-		r->sym_addr = f->start - o->base;
-		r->sym_size = f->size;
+		r->sym_addr = fstart - o->base;
+		r->sym_size = fsize;
 	} else if (n && lv[0].name) {
 		name0 = lv[0].name;
 		r->sym_name = name0;
@@ -214,6 +216,7 @@ void fx_symbolizer_free(struct fx_symbolizer *s)
 	if (s->inflated_fd >= 0)
 		close(s->inflated_fd);
 	free(s->cache_dir);
+	free(s->name_buf);
 	free(s);
 }
 
@@ -288,6 +291,9 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	 * results are ours): one object's tables at a time, not a window's. */
 	if (o && o->dw)
 		sym_park_dwarf(s, o);
+	/* Names are read in batches of one object: no fd held between. */
+	if (o)
+		sym_close_names(o);
 	return o ? o->err : -ENOMEM;
 }
 

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "fxagent/arena.h"
 #include "fxagent/elf.h"
@@ -63,13 +64,49 @@ struct strpool {
 	struct fx_hashtab index;
 };
 
+/* A function of the table: 12 bytes. Its name stays in the file's string
+ * table (@o->tabs[FUNC_TAB(f)]) and is read from there on first use
+ * (sym_func_name): a big binary's table of names (node's is 7-12 MB) is
+ * never copied to the heap. */
 struct func {
-	uint64_t start; /* SVMA */
-	uint64_t size;
-	const char *name;  /* raw symbol name, in the object's string arena */
-	const char *shown; /* demangled (or raw) name, set on first use */
-	uint8_t local;
-	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
+	uint32_t start; /* SVMA - the object's base */
+	uint32_t size;	/* FUNC_SIZE_MASK: bytes (0: unknown); above: the table */
+	uint32_t name;	/* offset in the string table */
+};
+#define FUNC_TAB_SHIFT 30
+#define FUNC_SIZE_MASK ((1u << FUNC_TAB_SHIFT) - 1)
+#define FUNC_SIZE(f)   ((f)->size & FUNC_SIZE_MASK)
+#define FUNC_TAB(f)    ((f)->size >> FUNC_TAB_SHIFT)
+/* String tables a function table names from: the debug file's .strtab, the
+ * object's .strtab and .dynstr. */
+#define MAX_NAME_TABS 3
+/* The longest name read (C++ names of thousands of bytes exist). */
+#define MAX_NAME_LEN (64u << 10)
+
+/* Which file a string table is in. */
+enum { NAMES_OBJECT, NAMES_DEBUG, NAMES_FILES };
+
+/* A string table in a file, read where a name is needed. */
+struct name_tab {
+	uint64_t off, size; /* the section's bytes in the file */
+	char *copy;	    /* the table itself, when the file's is compressed */
+	uint8_t file;	    /* NAMES_OBJECT or NAMES_DEBUG */
+};
+
+/* What a file was when its tables were read: a name is read again only
+ * from the same file. */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	bool set;
+};
+
+/* The shown name of function @func, once read (struct object's names). */
+struct func_name {
+	uint32_t func;
+	const char *shown;
 };
 
 /* A function's range from .eh_frame_hdr, for objects without symbols (fde.c). */
@@ -124,6 +161,18 @@ struct object {
 
 	struct func *funcs;
 	size_t n_funcs;
+	struct name_tab tabs[MAX_NAME_TABS];
+	size_t n_tabs;
+	struct file_id ids[NAMES_FILES];
+	/* Open while one resolve call reads names (-1: not open). */
+	int name_fds[NAMES_FILES];
+	/* A name could not be read again (the file changed or went): the
+	 * object is read anew by the next batch. */
+	bool names_lost;
+	/* Functions named so far: their shown names, in strs. */
+	struct func_name *named;
+	size_t n_named, cap_named;
+	struct fx_hashtab named_index;
 	struct strpool strs;
 	/* With no symbol table at all: the functions' ranges from .eh_frame. */
 	uint32_t *fde_starts; /* SVMA - base, sorted */
@@ -192,6 +241,9 @@ struct fx_symbolizer {
 	uint64_t inflated_max_bytes;
 	uint64_t inflated_min_bytes;
 	struct fx_symbolizer_stats stats;
+	/* The name being read (sym_func_name), MAX_NAME_LEN bytes at most. */
+	char *name_buf;
+	size_t name_cap;
 };
 
 struct debug_want {
@@ -204,8 +256,17 @@ struct debug_want {
 	char *found; /* PATH_MAX bytes for the path found, or NULL */
 };
 
+/* A function as the load reads it, before the table is made compact. */
+struct func_load {
+	uint64_t start, size; /* SVMA, bytes */
+	uint32_t name;	      /* offset in tabs[tab] */
+	uint8_t tab;
+	uint8_t local;
+	uint8_t label; /* an STT_NOTYPE code label (asm entry points like _start) */
+};
+
 struct func_vec {
-	struct func *v;
+	struct func_load *v;
 	size_t n, cap;
 };
 
@@ -271,21 +332,32 @@ int sym_fetch_debug_file(struct fx_symbolizer *s, const uint8_t *id, size_t id_l
 const char *sym_pool_intern(struct strpool *p, const char *s);
 void sym_pool_free(struct strpool *p);
 /* Adds the function symbols of @elf's sections of @type (SHT_SYMTAB or
- * SHT_DYNSYM) to @fv, their names in @o's pool. Returns 0 or -ENOMEM. */
-int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, Elf64_Word type);
+ * SHT_DYNSYM) to @fv, their names left in the file (@file: NAMES_OBJECT or
+ * NAMES_DEBUG, open as @fd, whose identity @o keeps). Returns 0 or -ENOMEM. */
+int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, int fd, int file,
+		    Elf64_Word type);
 /* Reads the PLT stubs of @elf into @o, named "<symbol>@plt" as perf names
  * them (x86-64: .plt.sec's entries, or .plt's after the first, 16 bytes
  * each, in .rela.plt's order). Returns 0 or -ENOMEM. */
 int sym_add_plt(struct object *o, Elf *elf);
-/* The PLT stub of @o holding the SVMA @addr, made up in *@tmp, or NULL. */
-const struct func *sym_lookup_plt(const struct object *o, uint64_t addr, struct func *tmp);
-/* Sorts @fv, keeps one name per address, and makes it @o's table (taking
- * @fv->v). */
-void sym_finish_funcs(struct object *o, struct func_vec *fv);
+/* The name of the PLT stub of @o holding the SVMA @addr, its start and size
+ * in *@start and *@size; NULL when no stub holds it. */
+const char *sym_lookup_plt(const struct object *o, uint64_t addr, uint64_t *start, uint64_t *size);
+/* Sorts @fv, keeps one name per address (aliases told apart by names read
+ * through @fds, the files' fds by NAMES_*), and makes it @o's compact table.
+ * Returns 0 or -ENOMEM. */
+int sym_finish_funcs(struct object *o, struct func_vec *fv, const int *fds);
 /* The function of @o holding the SVMA @addr, or NULL. */
 const struct func *sym_lookup_func(const struct object *o, uint64_t addr);
-/* @f's name as shown: demangled unless the symbolizer says not to. */
-const char *sym_func_name(struct fx_symbolizer *s, struct object *o, struct func *f);
+/* @f's name as shown, demangled unless the symbolizer says not to; read
+ * from its file (through @src, the source asked for now, when it is the
+ * same file) the first time. NULL when it cannot be read. */
+const char *sym_func_name(struct fx_symbolizer *s, struct object *o,
+			  const struct fx_elf_source *src, const struct func *f);
+/* Closes the fds names were read through. */
+void sym_close_names(struct object *o);
+/* Records what the file open as @fd is, as @o's @file. */
+void sym_note_file(struct object *o, int file, int fd);
 
 /* ---- fde.c ---- */
 

@@ -120,6 +120,9 @@ struct fx_symbolizer_stats {
 	uint64_t idle_dropped;	  /* objects freed by fx_symbolizer_drop_idle() */
 	uint64_t dwarf_shed;	  /* objects' DWARF freed for max_bytes (read again on use) */
 	uint64_t results_evicted; /* results dropped as their object's cache filled */
+	/* names that could not be read again from their file (it changed or
+	 * went since the object was read): those addresses got a fallback */
+	uint64_t names_unread;
 	/* Inflated copies of debug files: used, written (and their bytes),
 	 * not written (the disk, a refused source). */
 	uint64_t inflated_hits, inflated_written, inflated_bytes, inflated_errors;

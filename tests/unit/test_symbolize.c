@@ -842,16 +842,19 @@ static size_t function_offsets(const char *path, uint64_t *offs, size_t cap)
 {
 	Elf_Scn *scn = NULL;
 	size_t n = 0, nph;
+	Elf64_Word type;
 	Elf *elf;
 	int fd;
 
 	elf = read_elf(path, &fd);
+	/* .dynsym when there is no .symtab (a stripped library) */
+	type = fx_elf_section(elf, ".symtab", NULL) ? SHT_SYMTAB : SHT_DYNSYM;
 	assert_int_equal(elf_getphdrnum(elf, &nph), 0);
 	while ((scn = elf_nextscn(elf, scn)) != NULL) {
 		GElf_Shdr sh;
 		Elf_Data *d;
 
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type)
 			continue;
 		d = elf_getdata(scn, NULL);
 		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize && n < cap; i++) {
@@ -1230,6 +1233,159 @@ static void test_failure_not_sticky(void **state)
 	fx_symbolizer_free(s);
 }
 
+/* Copies @from to @to (a new file, 0644). */
+static void copy_to(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	char *buf;
+
+	assert_true(in >= 0);
+	assert_int_equal(fstat(in, &st), 0);
+	buf = malloc((size_t)st.st_size);
+	assert_non_null(buf);
+	assert_int_equal(read(in, buf, (size_t)st.st_size), st.st_size);
+	close(in);
+	write_file(to, buf, (size_t)st.st_size);
+	free(buf);
+}
+
+/* Function symbols of @path's .symtab (.dynsym without one), and the bytes
+ * their names take. */
+static size_t count_functions(const char *path, size_t *name_bytes)
+{
+	Elf_Scn *scn = NULL;
+	size_t n = 0;
+	int fd;
+	Elf *elf = read_elf(path, &fd);
+	Elf64_Word type = fx_elf_section(elf, ".symtab", NULL) ? SHT_SYMTAB : SHT_DYNSYM;
+
+	*name_bytes = 0;
+	while ((scn = elf_nextscn(elf, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != type || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) ||
+			    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value ||
+			    sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(elf, sh.sh_link, sym.st_name);
+			n++;
+			*name_bytes += name ? strlen(name) + 1 : 0;
+		}
+	}
+	elf_end(elf);
+	close(fd);
+	return n;
+}
+
+/* A symbol table is not copied: an object holds 12 bytes a function and
+ * the names looked up, not the names of every function. The agent, and
+ * libstdc++ (5,000 functions and 300 KB of C++ names, in .dynsym). */
+static void test_names_not_copied(void **state)
+{
+	static const char *const paths[] = { FX_AGENT_EXE,
+					     "/usr/lib/x86_64-linux-gnu/libstdc++.so.6" };
+	struct fx_symbolizer_opts opts = { .no_inline = true };
+
+	(void)state;
+	for (size_t k = 0; k < sizeof(paths) / sizeof(paths[0]); k++) {
+		struct fx_symbolizer *s;
+		struct fx_symbolizer_stats st;
+		struct fx_sym_result r[64];
+		uint64_t offs[64];
+		size_t names, funcs, n;
+
+		if (access(paths[k], R_OK) != 0) {
+			print_message("names: no %s here: left out\n", paths[k]);
+			continue;
+		}
+		funcs = count_functions(paths[k], &names);
+		n = function_offsets(paths[k], offs, 64);
+		assert_true(funcs > 500 && n > 0);
+		s = fx_symbolizer_new(&opts);
+		fx_symbolizer_begin_batch(s);
+		assert_int_equal(resolve_path(s, paths[k], offs, n, r), 0);
+		for (size_t i = 0; i < n; i++)
+			assert_non_null(r[i].sym_name);
+		fx_symbolizer_get_stats(s, &st);
+		print_message("names: %s: %zu functions, their names %zu bytes; %zu looked up; "
+			      "the object holds %" PRIu64 " bytes\n",
+			      paths[k], funcs, names, n, st.bytes);
+		/* the table at 12 bytes a function, and what 64 look-ups and
+		 * the PLT hold (results, names, "@plt" names); copied, the
+		 * names would take 40 bytes a function and their own bytes */
+		assert_true(st.bytes <= 12 * funcs + (128u << 10));
+		/* a big table: less than its names alone would take */
+		if (names > (128u << 10))
+			assert_true(st.bytes < names);
+		fx_symbolizer_free(s);
+	}
+}
+
+/* A name is read from the file it was listed in, or not at all: an object
+ * whose file was replaced under it names the addresses it can without it
+ * (DWARF, or the address), never with the new file's bytes at the old
+ * offsets, and is read anew by the next batch. */
+static void test_names_file_replaced(void **state)
+{
+	struct elf_sym a = fixture_sym(FIX("libfxfix.so"), "fx_fix_alpha");
+	struct elf_sym b = fixture_sym(FIX("libfxfix.so"), "fx_fix_beta");
+	struct fx_symbolizer_opts opts = { .no_inline = true };
+	struct fx_symbolizer *s = fx_symbolizer_new(&opts), *fresh;
+	char dir[] = "/tmp/fxsym-replace-XXXXXX", path[64], next[64];
+	uint8_t id[FX_BUILD_ID_MAX];
+	/* as the agent asks: by path, with the mapping's build-id */
+	struct fx_elf_source src = { .fd = -1, .path = path, .build_id = id };
+	struct fx_symbolizer_stats st;
+	struct fx_sym_result r, want;
+	int fd, len;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/libx.so", dir);
+	snprintf(next, sizeof(next), "%s/libx.so.new", dir);
+	copy_to(FIX("libfxfix.so"), path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd >= 0);
+	len = fx_elf_build_id_fd(fd, id, sizeof(id));
+	close(fd);
+	assert_true(len > 0);
+	src.build_id_len = (size_t)len;
+	fx_symbolizer_begin_batch(s);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &a.offset, 1, &r), 0);
+	assert_string_equal(r.sym_name, "fx_fix_alpha");
+	/* The same build-id written again (a deploy): another file. */
+	copy_to(FIX("libfxfix.so"), next);
+	assert_int_equal(rename(next, path), 0);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &b.offset, 1, &r), 0);
+	/* no name read from another file than the table's: the address */
+	assert_null(r.sym_name);
+	assert_true(strncmp(r.frames[0].name, "libx.so+0x", 10) == 0);
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.names_unread, 1);
+	/* The next batch reads the object anew: a fresh symbolizer's answer. */
+	fx_symbolizer_begin_batch(s);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, &b.offset, 1, &r), 0);
+	fresh = fx_symbolizer_new(&opts);
+	assert_int_equal(fx_symbolizer_resolve(fresh, &src, &b.offset, 1, &want), 0);
+	assert_string_equal(r.sym_name, want.sym_name);
+	assert_string_equal(r.sym_name, "fx_fix_beta");
+	fx_symbolizer_get_stats(s, &st);
+	assert_int_equal(st.names_unread, 1);
+	fx_symbolizer_free(fresh);
+	fx_symbolizer_free(s);
+	unlink(path);
+	rmdir(dir);
+}
+
 /* Same answers as elfutils' own eu-addr2line -f -i for the inline site. */
 static void test_matches_eu_addr2line(void **state)
 {
@@ -1307,6 +1463,8 @@ int main(void)
 		cmocka_unit_test(test_inflated_copies),
 		cmocka_unit_test(test_batch_keeps_results),
 		cmocka_unit_test(test_failure_not_sticky),
+		cmocka_unit_test(test_names_not_copied),
+		cmocka_unit_test(test_names_file_replaced),
 		cmocka_unit_test(test_matches_eu_addr2line),
 	};
 
