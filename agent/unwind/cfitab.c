@@ -7,6 +7,8 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +56,10 @@ struct fn {
 
 struct table {
 	uint32_t file; /* the objects module's id of the file */
-	Elf *elf;      /* mapped, its fd closed; kept to compile more functions */
+	Elf *elf;      /* over map, its fd closed; kept to compile more functions */
+	void *map;     /* the file, mapped read-only here (not by libelf: its pages
+			* are let go between windows, see release_pages) */
+	size_t map_len;
 	Dwarf_CFI *cfi;
 	uint64_t base; /* the lowest PT_LOAD's page */
 	struct load loads[MAX_LOADS];
@@ -130,6 +135,8 @@ static void table_free(struct table *tb)
 		dwarf_cfi_end(tb->cfi);
 	if (tb->elf)
 		elf_end(tb->elf);
+	if (tb->map)
+		munmap(tb->map, tb->map_len);
 	free(tb->starts);
 	free(tb->fns);
 	free(tb->rows);
@@ -323,6 +330,7 @@ static struct table *table_build(uint32_t file, int fd)
 	const uint64_t page = 4096;
 	struct table *tb = calloc(1, sizeof(*tb));
 	struct fx_elf_fdes fdes;
+	struct stat st;
 	GElf_Ehdr eh;
 	size_t phnum;
 	uint64_t min = UINT64_MAX;
@@ -330,7 +338,15 @@ static struct table *table_build(uint32_t file, int fd)
 	if (!tb)
 		return NULL;
 	tb->file = file;
-	tb->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(eh))
+		goto fail;
+	tb->map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (tb->map == MAP_FAILED) {
+		tb->map = NULL;
+		goto fail;
+	}
+	tb->map_len = (size_t)st.st_size;
+	tb->elf = elf_memory(tb->map, tb->map_len);
 	if (!tb->elf || !gelf_getehdr(tb->elf, &eh) || eh.e_machine != EM_X86_64 ||
 	    elf_getphdrnum(tb->elf, &phnum) != 0)
 		goto fail;
@@ -370,8 +386,6 @@ static struct table *table_build(uint32_t file, int fd)
 	tb->cfi = dwarf_getcfi_elf(tb->elf);
 	if (!tb->fns || !tb->cfi)
 		goto fail;
-	/* The whole file is mapped: libelf need not read the fd again. */
-	elf_cntl(tb->elf, ELF_C_FDDONE);
 	tb->bytes = sizeof(*tb) + tb->nfns * (sizeof(*tb->starts) + sizeof(*tb->fns));
 	return tb;
 fail:
@@ -623,6 +637,16 @@ void fx_cfitab_set_now(struct fx_cfitab *t, uint64_t now)
 	t->now = now;
 }
 
+/* Lets the pages of @tb's file that compiling touched leave the agent's
+ * memory: a big binary's .eh_frame is megabytes (node's, libjvm's), and they
+ * come back from the page cache when the next function is compiled. The
+ * mapping is read-only: none of its pages holds anything but the file. */
+static void release_pages(struct table *tb)
+{
+	if (tb->map)
+		madvise(tb->map, tb->map_len, MADV_DONTNEED);
+}
+
 size_t fx_cfitab_drop_idle(struct fx_cfitab *t, uint64_t mark)
 {
 	size_t n = 0;
@@ -631,6 +655,8 @@ size_t fx_cfitab_drop_idle(struct fx_cfitab *t, uint64_t mark)
 		if (t->v[i]->last_use <= mark) {
 			drop(t, i);
 			n++;
+		} else {
+			release_pages(t->v[i]);
 		}
 	}
 	for (size_t i = 0; i < t->slot_cap; i++)

@@ -102,7 +102,8 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 void fx_cfitab_set_now(struct fx_cfitab *t, uint64_t now);
 /* Drops every table not used after @mark (a value given to
  * fx_cfitab_set_now()); it is rebuilt if needed again. Objects found to have
- * no table are tried again after this. Returns how many were dropped. */
+ * no table are tried again after this. The tables kept give back the pages
+ * of their files that compiling read. Returns how many were dropped. */
 size_t fx_cfitab_drop_idle(struct fx_cfitab *t, uint64_t mark);
 
 void fx_cfitab_get_stats(const struct fx_cfitab *t, struct fx_cfitab_stats *out);
