@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -867,6 +868,16 @@ int main(int argc, char **argv)
 	int ret;
 
 	fx_log_open();
+	/* A fixed threshold: blocks of 128 KiB and more (a window's tables, a
+	 * symbol table being read) are mapped and unmapped whole. glibc's own
+	 * threshold rises to the biggest block freed, and then such blocks stay
+	 * in the heap, fragmenting it: 6 MiB more resident at steady state
+	 * with Node.js and Java on the host (docs/performance.md). Setting it
+	 * fixes the trim threshold at 128 KiB too, and the heap's top would go
+	 * back to the kernel at every free (brk was a fifth of a window's
+	 * symbolizing): the windows' ends trim it (malloc_trim), not free(). */
+	mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	mallopt(M_TRIM_THRESHOLD, 8 << 20);
 	if (argc > 1 && !strcmp(argv[1], "view"))
 		return fx_view_main(argc - 1, argv + 1);
 	if (parse_args(argc, argv, &o) < 0)
