@@ -9,7 +9,9 @@ busy fx-bench-work processes; 10 of them each going through 4096 call paths
 processes per second (fork + exec, half of them dlopen a library; the rate
 it reached is shown); and one busy fx-bench-cpp per CPU, a C++ program
 whose own DWARF is 8 MiB (the standard library's templates instantiated
-for its types).
+for its types); and one busy fx-bench-work per CPU beside two Node.js
+processes and, where Java is installed (Debian's openjdk-17), one Java
+process, all computing: the big binaries servers run.
 
 Per scenario: the agent's CPU per W-second interval (median and maximum over
 the intervals; every interval holds one window's sampling and the writing of
@@ -36,6 +38,13 @@ holds 3,300 frames), largest first:
   look-ups, and the next window builds only what its new addresses need;
 - kernel symbols take 12 bytes a symbol, names compressed 64 to a block
   (1.7 MB for 120,000 symbols);
+- function tables take 12 bytes a function, their names left in the file's
+  string table and read (pread) the first time a window names the function:
+  node's 150,000 symbols and 7.5 MB of names cost 1-2 MB, not 20;
+- the files the unwind rules are compiled from are mapped by the agent and
+  their pages given back after every window (node's .eh_frame is 2.7 MB);
+- malloc maps blocks of 128 KiB and more on their own (a fixed threshold),
+  so a symbol table read once does not leave the heap fragmented;
 - the compiled unwind rules need no libdwfl state per process (a Dwfl per
   process took 100 busy processes to 83 MiB).
 Inflated debug copies are written at the first run that needs them: run a
@@ -52,6 +61,7 @@ usage: bench/scale.py [--build DIR] [--quick] [--seconds T] [--window W] [--only
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,7 +99,39 @@ def scenarios(ctx, t):
         (f"{n} busy C++ processes, {cpp_debug_mib(ctx):.1f} MiB of DWARF in the binary",
          lambda: [subprocess.Popen([ctx.cpp, str(t + 30)], stdout=subprocess.PIPE, text=True)
                   for _ in range(n)]),
+        (f"{n} busy processes beside 2 Node.js{' and 1 Java' if shutil.which('java') else ''}"
+         " computing", lambda: fb.start_work(ctx, n, t + 30) + runtimes(t + 30)),
     ]
+
+
+NODE_WORK = ("function f(n){return n<2?n:f(n-1)+f(n-2)}; const end=Date.now()+%d;"
+             "while(Date.now()<end){f(22); const a=[]; for(let i=0;i<1e4;i++)a.push(Math.sqrt(i));"
+             "a.sort()}")
+JAVA_WORK = """public class FxBenchJava { public static void main(String[] a) {
+  long end = System.currentTimeMillis() + Long.parseLong(a[0]); long x = 0;
+  while (System.currentTimeMillis() < end) { java.util.ArrayList<Integer> l = new java.util.ArrayList<>();
+    for (int i = 0; i < 100000; i++) l.add(i * 7 % 1000); java.util.Collections.sort(l); x += l.get(5); }
+  System.out.println(x); } }
+"""
+
+
+def runtimes(seconds):
+    """Two Node.js processes and, where Java is installed, one Java
+    process computing: big binaries (node 100 MB with 7.5 MB of names,
+    libjvm 20 MB) whose symbols the agent reads."""
+    node = shutil.which("node")
+    if not node:
+        sys.exit("node is missing: apt-get install nodejs")
+    procs = [subprocess.Popen([node, "-e", NODE_WORK % (seconds * 1000)],
+                              stdout=subprocess.DEVNULL) for _ in range(2)]
+    java = shutil.which("java")
+    if java:
+        src = os.path.join(tempfile.mkdtemp(prefix="fxbench-java-"), "FxBenchJava.java")
+        with open(src, "w") as f:
+            f.write(JAVA_WORK)
+        procs.append(subprocess.Popen([java, src, str(seconds * 1000)],
+                                      stdout=subprocess.DEVNULL))
+    return procs
 
 
 def cpp_debug_mib(ctx):

@@ -164,8 +164,11 @@ static int add_tab(struct object *o, Elf *elf, size_t link, int file)
 	t.size = sh.sh_size;
 	if (sh.sh_flags & SHF_COMPRESSED) {
 		Elf_Data *d;
+		GElf_Chdr ch;
 
-		if (elf_compress(scn, 0, 0) < 0 || !(d = elf_getdata(scn, NULL)) || !d->d_size ||
+		/* the size it claims, bounded before it is allocated */
+		if (!gelf_getchdr(scn, &ch) || ch.ch_size > MAX_COPIED_TAB ||
+		    elf_compress(scn, 0, 0) < 0 || !(d = elf_getdata(scn, NULL)) || !d->d_size ||
 		    !d->d_buf)
 			return -1;
 		t.copy = malloc(d->d_size);

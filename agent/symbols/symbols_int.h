@@ -80,6 +80,9 @@ struct func {
 /* String tables a function table names from: the debug file's .strtab, the
  * object's .strtab and .dynstr. */
 #define MAX_NAME_TABS 3
+/* The biggest compressed string table copied (uncompressed): no linker
+ * compresses one, a hostile file may claim any size. */
+#define MAX_COPIED_TAB ((uint64_t)64 << 20)
 /* The longest name read (C++ names of thousands of bytes exist). */
 #define MAX_NAME_LEN (64u << 10)
 
