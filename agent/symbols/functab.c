@@ -299,28 +299,29 @@ void sym_close_names(struct object *o)
 	}
 }
 
+/* Read failures of read_name(). */
+#define NAME_NO_FILE (-1) /* no fd of the file the table was read from */
+#define NAME_BAD     (-2) /* no name there: no NUL in the table or the bound */
+
 /* The name at @off of table @t into @buf (grown as needed, up to
- * MAX_NAME_LEN): its length, or -1 when it cannot be read (no NUL in the
- * table or within the bound, a short read, the file is not the one read). */
+ * MAX_NAME_LEN): its length, or NAME_NO_FILE or NAME_BAD. */
 static ssize_t read_name(const struct name_tab *t, int fd, uint64_t off, char **buf, size_t *cap)
 {
 	size_t have = 0, want = 256;
 
 	if (off >= t->size)
-		return -1;
+		return NAME_BAD;
 	if (t->copy) {
 		const char *n = t->copy + off;
 		size_t len = strnlen(n, t->size - off);
 
-		if (len == t->size - off || len > MAX_NAME_LEN)
-			return -1;
-		if (fx_grow(buf, cap, len + 1, 1) < 0)
-			return -1;
+		if (len == t->size - off || len > MAX_NAME_LEN || fx_grow(buf, cap, len + 1, 1) < 0)
+			return NAME_BAD;
 		memcpy(*buf, n, len + 1);
 		return (ssize_t)len;
 	}
 	if (fd < 0)
-		return -1;
+		return NAME_NO_FILE;
 	for (;;) {
 		size_t left = t->size - off - have, n = want - have;
 		ssize_t got;
@@ -329,16 +330,17 @@ static ssize_t read_name(const struct name_tab *t, int fd, uint64_t off, char **
 		if (n > left)
 			n = left;
 		if (!n || fx_grow(buf, cap, have + n, 1) < 0)
-			return -1;
+			return NAME_BAD;
+		/* the same file: a short read is a table past its end */
 		got = pread(fd, *buf + have, n, (off_t)(t->off + off + have));
 		if (got <= 0)
-			return -1;
+			return NAME_BAD;
 		nul = memchr(*buf + have, '\0', (size_t)got);
 		if (nul)
 			return nul - *buf;
 		have += (size_t)got;
 		if (have >= MAX_NAME_LEN)
-			return -1;
+			return NAME_BAD;
 		want = have * 4 < MAX_NAME_LEN ? have * 4 : MAX_NAME_LEN;
 	}
 }
@@ -556,13 +558,15 @@ const char *sym_func_name(struct fx_symbolizer *s, struct object *o,
 		return o->named[i].shown;
 	len = read_name(t, t->copy ? -1 : names_fd(o, t->file, src), f->name, &s->name_buf,
 			&s->name_cap);
-	if (len <= 0) {
+	if (len == NAME_NO_FILE) {
 		/* The file changed or went since it was read: read anew
 		 * next batch; this one names the address as it can. */
 		s->stats.names_unread++;
 		o->names_lost = true;
 		return NULL;
 	}
+	if (len <= 0)
+		return NULL; /* an empty or malformed name: none */
 	d = s->no_demangle ? NULL : fx_demangle(s->name_buf);
 	if (d) {
 		shown = sym_pool_intern(&o->strs, d);
