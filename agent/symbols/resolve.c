@@ -226,8 +226,9 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	/* Last resort when even the fallback cannot be allocated. */
 	static const struct fx_sym_frame oom_frame = { .name = "[unknown]" };
 	struct object *o;
-	uint64_t heap0 = 0, counted0 = 0;
+	uint64_t heap0 = 0, counted0 = 0, tables0 = 0;
 	bool measuring = false, other_path;
+	unsigned misses = 0;
 	const char *base = sym_base_name_of(src->path);
 	size_t i;
 
@@ -255,6 +256,24 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 		} else if (o && compute(s, o, src, offsets[i], &out[i]) == 0) {
 			if (pos != SIZE_MAX)
 				sym_cache_add(o, pos, offsets[i], &out[i]);
+			if (!tables0)
+				tables0 = heap0;
+			/* libdw builds a whole CU's line table for one line, and
+			 * a window's new addresses in libc touch 200 CUs: 14-18
+			 * MiB of tables at once. Over the bound they go now,
+			 * not at the end; the addresses come sorted, so a CU's
+			 * table is seldom built twice. (mallinfo2 walks the
+			 * arenas: asked every few misses.) */
+			if (o->dw && ++misses % 8 == 0) {
+				uint64_t h = sym_heap_bytes();
+
+				if (h > tables0 &&
+				    h - tables0 > s->max_bytes / DWARF_TABLES_SHARE) {
+					sym_park_dwarf(s, o);
+					s->stats.dwarf_tables_freed++;
+					tables0 = sym_heap_bytes();
+				}
+			}
 		} else {
 			out[i] = (struct fx_sym_result){ .n_frames = 1, .frames = &oom_frame };
 		}

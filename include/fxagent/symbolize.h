@@ -66,7 +66,9 @@ struct fx_symbolizer_opts {
 	bool rel_addrs;
 	/* Bytes held between batches (tables, results, DWARF as the heap grew
 	 * for it); 0 = 32 MiB. A batch may go over it: its results stay valid
-	 * to its end, but it releases other objects' DWARF to read new. */
+	 * to its end, but it releases other objects' DWARF to read new. Within
+	 * a batch, libdw's tables for one object's look-ups are freed as they
+	 * pass a fifth of it, and built again for the addresses left. */
 	uint64_t max_bytes;
 	/* Asked for the debug file of an object that has no DWARF and no
 	 * debug file on disk; NULL: none. Not owned; must outlive the
@@ -120,6 +122,9 @@ struct fx_symbolizer_stats {
 	uint64_t idle_dropped;	  /* objects freed by fx_symbolizer_drop_idle() */
 	uint64_t dwarf_shed;	  /* objects' DWARF freed for max_bytes (read again on use) */
 	uint64_t results_evicted; /* results dropped as their object's cache filled */
+	/* libdw's tables freed within a batch, over their bound (a fifth
+	 * of max_bytes), to be built again for the addresses left */
+	uint64_t dwarf_tables_freed;
 	/* names that could not be read again from their file (it changed or
 	 * went since the object was read): those addresses got a fallback */
 	uint64_t names_unread;

@@ -929,6 +929,64 @@ static void test_memory_counts_libdw(void **state)
 	free(out);
 }
 
+/* libdw's tables for one object's look-ups are freed within the batch as
+ * they pass their bound (a fifth of max_bytes), and that changes no answer:
+ * every function of the agent's binary, with a bound it passes, against a
+ * symbolizer whose bound it does not. */
+static void test_dwarf_tables_bounded(void **state)
+{
+	enum { CAP = 20000 };
+	struct fx_elf_source src = { .fd = -1, .path = FX_AGENT_EXE };
+	struct fx_symbolizer_opts small = { .max_bytes = 1u << 20 };
+	struct fx_symbolizer *s, *ref;
+	struct fx_symbolizer_stats st, rst;
+	struct fx_sym_result *out, *want;
+	uint64_t *offs;
+	size_t n;
+
+	(void)state;
+#if defined(__SANITIZE_ADDRESS__)
+	print_message("skipped: ASan's allocator is not malloc's, mallinfo2 does not see it\n");
+	skip();
+#endif
+	offs = calloc(CAP, sizeof(*offs));
+	out = calloc(CAP, sizeof(*out));
+	want = calloc(CAP, sizeof(*want));
+	assert_non_null(offs);
+	assert_non_null(out);
+	assert_non_null(want);
+	n = function_offsets(FX_AGENT_EXE, offs, CAP);
+	assert_true(n > 100);
+	for (size_t i = 0; i < n; i++)
+		offs[i] += 1; /* inside the function: its line, not its first */
+	s = fx_symbolizer_new(&small);
+	ref = fx_symbolizer_new(NULL);
+	fx_symbolizer_begin_batch(s);
+	fx_symbolizer_begin_batch(ref);
+	assert_int_equal(fx_symbolizer_resolve(s, &src, offs, n, out), 0);
+	assert_int_equal(fx_symbolizer_resolve(ref, &src, offs, n, want), 0);
+	fx_symbolizer_get_stats(s, &st);
+	fx_symbolizer_get_stats(ref, &rst);
+	print_message("%zu functions: tables freed %" PRIu64 " times within the batch (at 1 MiB), "
+		      "%" PRIu64 " at 32 MiB\n",
+		      n, st.dwarf_tables_freed, rst.dwarf_tables_freed);
+	assert_true(st.dwarf_tables_freed > 0);
+	for (size_t i = 0; i < n; i++) {
+		assert_int_equal(out[i].n_frames, want[i].n_frames);
+		for (uint32_t k = 0; k < out[i].n_frames; k++) {
+			assert_string_equal(out[i].frames[k].name, want[i].frames[k].name);
+			assert_int_equal(out[i].frames[k].line, want[i].frames[k].line);
+			if (want[i].frames[k].file)
+				assert_string_equal(out[i].frames[k].file, want[i].frames[k].file);
+		}
+	}
+	fx_symbolizer_free(s);
+	fx_symbolizer_free(ref);
+	free(offs);
+	free(out);
+	free(want);
+}
+
 /* The uncompressed size of @path's debug sections. */
 static uint64_t debug_sections_bytes(const char *path)
 {
@@ -1465,6 +1523,7 @@ int main(void)
 		cmocka_unit_test(test_failure_not_sticky),
 		cmocka_unit_test(test_names_not_copied),
 		cmocka_unit_test(test_names_file_replaced),
+		cmocka_unit_test(test_dwarf_tables_bounded),
 		cmocka_unit_test(test_matches_eu_addr2line),
 	};
 
