@@ -345,6 +345,76 @@ static ssize_t read_name(const struct name_tab *t, int fd, uint64_t off, char **
 	}
 }
 
+int sym_add_plt(struct object *o, Elf *elf, int fd)
+{
+	GElf_Shdr rsh, psh, dsh;
+	GElf_Ehdr eh;
+	Elf_Scn *rel = fx_elf_section(elf, ".rela.plt", &rsh), *plt, *dyn;
+	Elf_Data *rd, *dd;
+	size_t first = 0, n, slots, cap = 0;
+	char *name = NULL;
+	int tab;
+
+	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || !rel ||
+	    rsh.sh_type != SHT_RELA || !rsh.sh_entsize)
+		return 0;
+	/* With IBT, .plt.sec holds the stubs code jumps to; else .plt, whose
+	 * first entry is the resolver's. */
+	plt = fx_elf_section(elf, ".plt.sec", &psh);
+	if (!plt) {
+		plt = fx_elf_section(elf, ".plt", &psh);
+		first = 1;
+	}
+	dyn = elf_getscn(elf, rsh.sh_link);
+	if (!plt || psh.sh_type != SHT_PROGBITS || !dyn || !gelf_getshdr(dyn, &dsh) ||
+	    dsh.sh_type != SHT_DYNSYM || psh.sh_size / PLT_ENTRY <= first)
+		return 0;
+	rd = elf_getdata(rel, NULL);
+	dd = elf_getdata(dyn, NULL);
+	/* the names read from the file, as the function table's: node's
+	 * .dynstr is megabytes */
+	tab = add_tab(o, elf, dsh.sh_link, NAMES_OBJECT);
+	if (!rd || !dd || tab < 0)
+		return 0;
+	n = rd->d_size / rsh.sh_entsize;
+	slots = psh.sh_size / PLT_ENTRY - first;
+	if (n < slots)
+		slots = n;
+	if (!slots || slots > MAX_FUNCS)
+		return 0;
+	/* Slot i's stub is at a fixed place: looked up by index, not sorted
+	 * into the function table. */
+	o->plt_names = calloc(slots, sizeof(*o->plt_names));
+	if (!o->plt_names)
+		return -ENOMEM;
+	o->plt_start = psh.sh_addr + PLT_ENTRY * first;
+	o->plt_slots = slots;
+	for (size_t i = 0; i < slots; i++) {
+		GElf_Rela r;
+		GElf_Sym sym;
+		ssize_t len;
+		char *p;
+
+		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT ||
+		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym) || !sym.st_name)
+			continue;
+		len = read_name(&o->tabs[tab], o->tabs[tab].copy ? -1 : fd, sym.st_name, &name,
+				&cap);
+		if (len <= 0 || len > 512)
+			continue;
+		p = fx_arena_alloc(&o->strs.mem, (size_t)len + sizeof("@plt"));
+		if (!p) {
+			free(name);
+			return -ENOMEM;
+		}
+		memcpy(p, name, (size_t)len);
+		memcpy(p + len, "@plt", sizeof("@plt"));
+		o->plt_names[i] = p;
+	}
+	free(name);
+	return 0;
+}
+
 /* Picks the best named alias of @v[0..@n) (same start, same rank by
  * cmp_func) into v[0]. Names that cannot be read lose. */
 static int pick_alias(struct object *o, struct func_load *v, size_t n, const int *fds)
@@ -421,68 +491,6 @@ int sym_finish_funcs(struct object *o, struct func_vec *fv, const int *fds)
 	if (!o->funcs)
 		o->funcs = out;
 	o->n_funcs = k;
-	return 0;
-}
-
-int sym_add_plt(struct object *o, Elf *elf)
-{
-	GElf_Shdr rsh, psh, dsh;
-	GElf_Ehdr eh;
-	Elf_Scn *rel = fx_elf_section(elf, ".rela.plt", &rsh), *plt, *dyn;
-	Elf_Data *rd, *dd;
-	size_t first = 0, n, slots;
-
-	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || !rel ||
-	    rsh.sh_type != SHT_RELA || !rsh.sh_entsize)
-		return 0;
-	/* With IBT, .plt.sec holds the stubs code jumps to; else .plt, whose
-	 * first entry is the resolver's. */
-	plt = fx_elf_section(elf, ".plt.sec", &psh);
-	if (!plt) {
-		plt = fx_elf_section(elf, ".plt", &psh);
-		first = 1;
-	}
-	dyn = elf_getscn(elf, rsh.sh_link);
-	if (!plt || psh.sh_type != SHT_PROGBITS || !dyn || !gelf_getshdr(dyn, &dsh) ||
-	    dsh.sh_type != SHT_DYNSYM || psh.sh_size / PLT_ENTRY <= first)
-		return 0;
-	rd = elf_getdata(rel, NULL);
-	dd = elf_getdata(dyn, NULL);
-	if (!rd || !dd)
-		return 0;
-	n = rd->d_size / rsh.sh_entsize;
-	slots = psh.sh_size / PLT_ENTRY - first;
-	if (n < slots)
-		slots = n;
-	if (!slots || slots > MAX_FUNCS)
-		return 0;
-	/* Slot i's stub is at a fixed place: looked up by index, not sorted
-	 * into the function table. */
-	o->plt_names = calloc(slots, sizeof(*o->plt_names));
-	if (!o->plt_names)
-		return -ENOMEM;
-	o->plt_start = psh.sh_addr + PLT_ENTRY * first;
-	o->plt_slots = slots;
-	for (size_t i = 0; i < slots; i++) {
-		const char *name;
-		GElf_Rela r;
-		GElf_Sym sym;
-		size_t len;
-		char *p;
-
-		if (!gelf_getrela(rd, (int)i, &r) || GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT ||
-		    !gelf_getsym(dd, (int)GELF_R_SYM(r.r_info), &sym))
-			continue;
-		name = elf_strptr(elf, dsh.sh_link, sym.st_name);
-		if (!name || !*name || (len = strlen(name)) > 512)
-			continue;
-		p = fx_arena_alloc(&o->strs.mem, len + sizeof("@plt"));
-		if (!p)
-			return -ENOMEM;
-		memcpy(p, name, len);
-		memcpy(p + len, "@plt", sizeof("@plt"));
-		o->plt_names[i] = p;
-	}
 	return 0;
 }
 

@@ -458,7 +458,7 @@ int sym_load_object(struct fx_symbolizer *s, struct object *o, const struct fx_e
 	if (!ret && !fx_elf_section(elf, ".symtab", NULL))
 		ret = sym_add_symbols(o, &fv, elf, fd, NAMES_OBJECT, SHT_DYNSYM);
 	if (!ret)
-		ret = sym_add_plt(o, elf);
+		ret = sym_add_plt(o, elf, fd);
 	/* No symbol table anywhere (a stripped binary, no debug file): its
 	 * functions' ranges from .eh_frame name what .dynsym does not. */
 	if (!ret && !has_symtab)

@@ -344,10 +344,10 @@ void sym_pool_free(struct strpool *p);
  * NAMES_DEBUG, open as @fd, whose identity @o keeps). Returns 0 or -ENOMEM. */
 int sym_add_symbols(struct object *o, struct func_vec *fv, Elf *elf, int fd, int file,
 		    Elf64_Word type);
-/* Reads the PLT stubs of @elf into @o, named "<symbol>@plt" as perf names
- * them (x86-64: .plt.sec's entries, or .plt's after the first, 16 bytes
- * each, in .rela.plt's order). Returns 0 or -ENOMEM. */
-int sym_add_plt(struct object *o, Elf *elf);
+/* Reads the PLT stubs of @elf (open as @fd) into @o, named "<symbol>@plt"
+ * as perf names them (x86-64: .plt.sec's entries, or .plt's after the
+ * first, 16 bytes each, in .rela.plt's order). Returns 0 or -ENOMEM. */
+int sym_add_plt(struct object *o, Elf *elf, int fd);
 /* The name of the PLT stub of @o holding the SVMA @addr, its start and size
  * in *@start and *@size; NULL when no stub holds it. */
 const char *sym_lookup_plt(const struct object *o, uint64_t addr, uint64_t *start, uint64_t *size);
