@@ -226,7 +226,7 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 	/* Last resort when even the fallback cannot be allocated. */
 	static const struct fx_sym_frame oom_frame = { .name = "[unknown]" };
 	struct object *o;
-	uint64_t heap0 = 0, counted0 = 0, tables0 = 0;
+	uint64_t heap0 = 0, counted0 = 0, tables0 = 0, bound = s->max_bytes / DWARF_TABLES_SHARE;
 	bool measuring = false, other_path;
 	unsigned misses = 0;
 	const char *base = sym_base_name_of(src->path);
@@ -262,16 +262,19 @@ int fx_symbolizer_resolve(struct fx_symbolizer *s, const struct fx_elf_source *s
 			 * a window's new addresses in libc touch 200 CUs: 14-18
 			 * MiB of tables at once. Over the bound they go now,
 			 * not at the end; the addresses come sorted, so a CU's
-			 * table is seldom built twice. (mallinfo2 walks the
-			 * arenas: asked every few misses.) */
+			 * table is seldom built twice. The bound doubles at each
+			 * freeing: a single CU bigger than it (a C++ program's
+			 * templates in one unit) is built a few times, not at
+			 * every check. (mallinfo2 walks the arenas: asked every
+			 * few misses.) */
 			if (o->dw && ++misses % 8 == 0) {
 				uint64_t h = sym_heap_bytes();
 
-				if (h > tables0 &&
-				    h - tables0 > s->max_bytes / DWARF_TABLES_SHARE) {
+				if (h > tables0 && h - tables0 > bound) {
 					sym_park_dwarf(s, o);
 					s->stats.dwarf_tables_freed++;
 					tables0 = sym_heap_bytes();
+					bound *= 2;
 				}
 			}
 		} else {
