@@ -27,15 +27,17 @@ CPU like everyone else).
 --only N,... runs only those scenarios (1-based, in the order above), and
 then also prints the steady RSS each busy process added.
 
-What keeps the agent's memory down in these scenarios (steady RSS 18-28 MiB,
-peak 29-38 MiB with 5 s windows, the C++ scenario the highest: its window
-holds 3,300 frames), largest first:
+What keeps the agent's memory down in these scenarios (steady RSS 17-27 MiB,
+peak 27-37 MiB with 5 s windows on 2026-11-27; the Node.js and Java one the
+highest), largest first:
 - big debug files (libc's from libc6-dbg: 10 MB of heap once inflated) are
   inflated once into a file of the agent's and mapped, their pages given
   back (MADV_DONTNEED) once the object's addresses are answered;
 - libdw's tables (units, line tables, abbreviations: 1-3 times the sections
   as a window's addresses touch CUs) are freed after each object's
   look-ups, and the next window builds only what its new addresses need;
+  within one object's look-ups, once they pass a fifth of max_memory (the
+  bound doubling each time, for a CU bigger than it);
 - kernel symbols take 12 bytes a symbol, names compressed 64 to a block
   (1.7 MB for 120,000 symbols);
 - function tables take 12 bytes a function, their names left in the file's
