@@ -31,6 +31,7 @@ void fx_window_release(struct fx_window *w)
 	free(w->frames);
 	free(w->stacks);
 	free(w->samples);
+	free(w->paths);
 	fx_hashtab_free(&w->frame_index);
 	fx_hashtab_free(&w->stack_index);
 	fx_window_init(w, w->max_stacks);
@@ -44,6 +45,16 @@ void fx_window_reset(struct fx_window *w)
 	memset(&w->counters, 0, sizeof(w->counters));
 	fx_hashtab_reset(&w->frame_index);
 	fx_hashtab_reset(&w->stack_index);
+	if (w->paths)
+		memset(w->paths, 0, FX_WINDOW_PATHS * sizeof(*w->paths));
+}
+
+size_t fx_window_bytes(const struct fx_window *w)
+{
+	return w->frames_cap * sizeof(*w->frames) + w->stacks_cap * sizeof(*w->stacks) +
+	       w->samples_cap * sizeof(*w->samples) + fx_hashtab_bytes(&w->frame_index) +
+	       fx_hashtab_bytes(&w->stack_index) +
+	       (w->paths ? FX_WINDOW_PATHS * sizeof(*w->paths) : 0);
 }
 
 static uint64_t frame_hash_at(const void *ctx, uint32_t i)
@@ -129,7 +140,8 @@ static uint32_t find_frame(const struct fx_window *w, const struct fx_window_fra
 			       key);
 }
 
-uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
+/* Interns call path @frames[0..n-1] frame by frame. */
+static uint32_t intern_path(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
 {
 	uint32_t node = FX_NONE;
 
@@ -148,6 +160,57 @@ uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_fram
 		if (node == FX_NONE)
 			return FX_NONE;
 	}
+	return node;
+}
+
+/* A hash of call path @frames[0..n-1]; never 0 (an empty slot's). */
+static uint64_t path_hash(const struct fx_window_frame *frames, size_t n)
+{
+	uint64_t h = n;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ frames[i].addr ^ ((uint64_t)frames[i].object << 40)) *
+		    0x9e3779b97f4a7c15ull;
+	h = fx_mix64(h);
+	return h ? h : 1;
+}
+
+/* Whether stack @node is call path @frames[0..n-1]. */
+static bool path_is(const struct fx_window *w, uint32_t node, const struct fx_window_frame *frames,
+		    size_t n)
+{
+	for (size_t i = n; i-- > 0;) {
+		const struct fx_window_frame *f;
+
+		if (node >= w->nstacks)
+			return false;
+		f = &w->frames[w->stacks[node].frame];
+		if (f->object != frames[i].object || f->addr != frames[i].addr)
+			return false;
+		node = w->stacks[node].parent;
+	}
+	return node == FX_NONE;
+}
+
+uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
+{
+	struct fx_window_path *slot;
+	uint64_t h;
+	uint32_t node;
+
+	if (!n)
+		return FX_NONE;
+	if (!w->paths)
+		w->paths = calloc(FX_WINDOW_PATHS, sizeof(*w->paths));
+	if (!w->paths)
+		return intern_path(w, frames, n); /* slower, not wrong */
+	h = path_hash(frames, n);
+	slot = &w->paths[h % FX_WINDOW_PATHS];
+	if (slot->hash == h && slot->n == n && path_is(w, slot->node, frames, n))
+		return slot->node;
+	node = intern_path(w, frames, n);
+	if (node != FX_NONE)
+		*slot = (struct fx_window_path){ .hash = h, .node = node, .n = (uint32_t)n };
 	return node;
 }
 

@@ -60,6 +60,14 @@ struct fx_window_counters {
 	uint64_t waits_dropped_us;
 };
 
+struct fx_window_path {
+	uint64_t hash;
+	uint32_t node; /* the innermost frame's stack */
+	uint32_t n;    /* frames */
+};
+
+#define FX_WINDOW_PATHS 1024
+
 struct fx_window {
 	struct fx_window_frame *frames;
 	size_t nframes;
@@ -74,6 +82,10 @@ struct fx_window {
 	struct fx_hashtab frame_index; /* into frames */
 	struct fx_hashtab stack_index; /* into stacks */
 	size_t max_stacks;
+	/* Whole call paths interned lately, by a hash of their frames: most
+	 * samples repeat one, and one check of its nodes costs less than
+	 * interning each frame again. Taken on first use. */
+	struct fx_window_path *paths;
 };
 
 /* Initializes an empty window holding at most @max_stacks distinct stacks
@@ -84,6 +96,8 @@ void fx_window_init(struct fx_window *w, size_t max_stacks);
 void fx_window_release(struct fx_window *w);
 /* Empties the window, keeping its allocations for the next use. */
 void fx_window_reset(struct fx_window *w);
+/* The bytes the window's arrays and indexes hold (their capacity). */
+size_t fx_window_bytes(const struct fx_window *w);
 
 /* Interns a frame; returns its index, or FX_NONE on ENOMEM. */
 uint32_t fx_window_intern_frame(struct fx_window *w, uint32_t object, uint64_t addr);

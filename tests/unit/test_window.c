@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -97,12 +98,60 @@ static void test_stack_cap(void **state)
 	fx_window_release(&w);
 }
 
+/* Paths that share prefixes, differ in one frame or in depth, and repeat
+ * (so the whole-path cache answers most), across a reset: each answer is
+ * the node whose chain is exactly the path, and equal paths get one node. */
+static void test_paths_exact(void **state)
+{
+	struct fx_window w;
+	uint64_t seed = 7;
+
+	(void)state;
+	fx_window_init(&w, 0);
+	for (int round = 0; round < 2; round++) {
+		static uint32_t first[64][64]; /* node of path (a, depth) */
+
+		for (int i = 0; i < 20000; i++) {
+			struct fx_window_frame f[12];
+			size_t n, a;
+			uint32_t node;
+
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			a = (size_t)(seed >> 33) % 64;
+			n = 1 + (size_t)(seed >> 50) % 12;
+			/* path a: frames built from a's bits, so paths of
+			 * neighbouring a share prefixes and differ in one frame */
+			for (size_t k = 0; k < n; k++)
+				f[k] = (struct fx_window_frame){ (uint32_t)(k % 3),
+								 ((a >> (k % 6)) & 1) + 16 * k };
+			node = fx_window_intern_stack(&w, f, n);
+			assert_int_not_equal(node, FX_NONE);
+			if (!first[a][n])
+				first[a][n] = node + 1;
+			else
+				assert_int_equal(node + 1, first[a][n]);
+			for (size_t k = n; k-- > 0;) {
+				const struct fx_window_frame *g = &w.frames[w.stacks[node].frame];
+
+				assert_int_equal(g->object, f[k].object);
+				assert_int_equal(g->addr, f[k].addr);
+				node = w.stacks[node].parent;
+			}
+			assert_int_equal(node, FX_NONE);
+		}
+		memset(first, 0, sizeof(first));
+		fx_window_reset(&w);
+	}
+	fx_window_release(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_prefix_sharing),
 		cmocka_unit_test(test_many_stacks_and_reset),
 		cmocka_unit_test(test_stack_cap),
+		cmocka_unit_test(test_paths_exact),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
