@@ -139,7 +139,7 @@ static void collect_caches(const struct fx_pipeline *p, struct sampler_caches *c
  * place. Returns false when out of memory for the fresh one. */
 static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *j, bool reopen)
 {
-	struct fx_window *fresh = reopen ? pipe_targets_window_new(p->g->cfg) : NULL;
+	struct fx_window *fresh = reopen ? pipe_targets_window_take(p, p->g->cfg) : NULL;
 	struct lost_log *fresh_lost = reopen ? calloc(1, sizeof(*fresh_lost)) : NULL;
 
 	if (reopen && (!fresh || !fresh_lost)) {
@@ -427,6 +427,7 @@ int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **ou
 	p->opts = *opts;
 	p->names_log_left = 20; /* a wrong name is news: a few with details */
 	pthread_mutex_init(&p->gen_mu, NULL);
+	pthread_mutex_init(&p->spare_mu, NULL);
 	p->g = pipe_targets_gen_new(opts->cfg, NULL);
 	p->objs = fx_objects_new("/proc", MAX_OPEN_OBJECTS);
 	p->procs = p->objs ? fx_procs_new(p->objs, "/proc") : NULL;
@@ -658,6 +659,8 @@ void fx_pipeline_free(struct fx_pipeline *p)
 	close_sampling(p);
 	fx_procs_free(p->procs);
 	fx_objects_free(p->objs);
+	pipe_targets_spares_free(p);
 	pthread_mutex_destroy(&p->gen_mu);
+	pthread_mutex_destroy(&p->spare_mu);
 	free(p);
 }

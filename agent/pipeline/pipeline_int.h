@@ -108,6 +108,12 @@ struct batch {
 
 struct publisher;
 
+/* Spare windows: one per target for up to this many targets, holding
+ * PIPE_SPARE_BYTES together at most (a 64-CPU host's 10 s window holds
+ * about 6 MiB). */
+#define PIPE_SPARE_WINDOWS 8
+#define PIPE_SPARE_BYTES   (16u << 20)
+
 struct fx_pipeline {
 	struct fx_pipeline_opts opts;
 	/* The current config and its targets (the sampling thread's). */
@@ -135,7 +141,12 @@ struct fx_pipeline {
 	uint64_t last_check;
 	struct totals tot;
 	struct publisher *pub;
-	pthread_mutex_t gen_mu;		/* gen reference counts */
+	pthread_mutex_t gen_mu; /* gen reference counts */
+	/* Written windows kept for the next ones (pipe_targets_window_take):
+	 * a fresh window's arrays would fault in page by page again. */
+	pthread_mutex_t spare_mu;
+	struct fx_window *spare[PIPE_SPARE_WINDOWS];
+	size_t nspare, spare_bytes;
 	struct fx_pipeline_stats stats; /* chunk counts: atomics */
 	unsigned names_log_left;	/* wrong names still to log (the publisher's) */
 };
@@ -149,6 +160,13 @@ void pipe_targets_gen_get(struct fx_pipeline *p, struct gen *g);
 void pipe_targets_gen_put(struct fx_pipeline *p, struct gen *g);
 struct fx_window *pipe_targets_window_new(const struct fx_config *cfg);
 void pipe_targets_window_free(struct fx_window *w);
+/* A window for @cfg: a spare one emptied, else a new one (NULL: no memory). */
+struct fx_window *pipe_targets_window_take(struct fx_pipeline *p, const struct fx_config *cfg);
+/* Keeps written window @w as a spare, or frees it (the spares would hold
+ * more than PIPE_SPARE_WINDOWS or PIPE_SPARE_BYTES). Any thread. */
+void pipe_targets_window_give(struct fx_pipeline *p, struct fx_window *w);
+/* Frees the spares. */
+void pipe_targets_spares_free(struct fx_pipeline *p);
 /* Attaches the cgroup events of every cgroup target of the current gen. */
 void pipe_targets_resolve(struct fx_pipeline *p);
 /* Once a second: re-attaches a cgroup that went away or came back. */

@@ -149,7 +149,7 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 static void free_batch(struct fx_pipeline *p, struct batch *b)
 {
 	for (size_t i = 0; i < b->njobs; i++) {
-		pipe_targets_window_free(b->jobs[i].win);
+		pipe_targets_window_give(p, b->jobs[i].win);
 		free(b->jobs[i].lost);
 		free(b->jobs[i].names);
 	}
@@ -658,9 +658,9 @@ static void write_batch(struct publisher *pub, struct batch *b)
 	malloc_trim(0);
 	pub->publish_cpu_ns += fx_now_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
 	report_status(pub, b);
+	/* The windows are kept for the next ones (pipe_targets_window_give):
+	 * no second trim for them. */
 	free_batch(pub->p, b);
-	/* and what the window itself held, before the next one comes */
-	malloc_trim(0);
 }
 
 static struct batch *next_batch(struct publisher *pub, bool wait)

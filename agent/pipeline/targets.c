@@ -28,6 +28,47 @@ void pipe_targets_window_free(struct fx_window *w)
 	free(w);
 }
 
+struct fx_window *pipe_targets_window_take(struct fx_pipeline *p, const struct fx_config *cfg)
+{
+	struct fx_window *w = NULL;
+
+	pthread_mutex_lock(&p->spare_mu);
+	if (p->nspare) {
+		w = p->spare[--p->nspare];
+		p->spare_bytes -= fx_window_bytes(w);
+	}
+	pthread_mutex_unlock(&p->spare_mu);
+	if (!w)
+		return pipe_targets_window_new(cfg);
+	fx_window_reset(w);
+	w->max_stacks = cfg->window.max_stacks;
+	return w;
+}
+
+void pipe_targets_window_give(struct fx_pipeline *p, struct fx_window *w)
+{
+	size_t bytes;
+
+	if (!w)
+		return;
+	bytes = fx_window_bytes(w);
+	pthread_mutex_lock(&p->spare_mu);
+	if (p->nspare < PIPE_SPARE_WINDOWS && bytes <= PIPE_SPARE_BYTES - p->spare_bytes) {
+		p->spare[p->nspare++] = w;
+		p->spare_bytes += bytes;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&p->spare_mu);
+	pipe_targets_window_free(w);
+}
+
+void pipe_targets_spares_free(struct fx_pipeline *p)
+{
+	while (p->nspare)
+		pipe_targets_window_free(p->spare[--p->nspare]);
+	p->spare_bytes = 0;
+}
+
 static bool is_cgroup_kind(const struct fx_target *t)
 {
 	return t->kind == FX_TARGET_SYSTEMD_UNIT || t->kind == FX_TARGET_CGROUP;

@@ -712,17 +712,32 @@ static int cmp_pidtid(const void *a, const void *b)
 int fx_procs_names(const struct fx_procs *p, const struct fx_window *w, struct fx_thread_name **out,
 		   size_t *n)
 {
-	struct pidtid *keys = malloc((2 * w->nsamples + 1) * sizeof(*keys));
+	/* Pairs seen lately, by tid: a window's samples come from few threads,
+	 * so most never reach the sort (a window at a big host's rate holds
+	 * hundreds of thousands). */
+	struct pidtid seen[256];
+	bool used[256] = { false };
+	struct pidtid *keys = NULL;
 	struct fx_thread_name *v;
-	size_t k = 0, u = 0;
+	size_t k = 0, u = 0, cap = 0;
 
-	if (!keys)
-		return -ENOMEM;
 	for (size_t i = 0; i < w->nsamples; i++) {
-		keys[k++] = (struct pidtid){ w->samples[i].pid, w->samples[i].tid };
-		keys[k++] = (struct pidtid){ w->samples[i].pid, w->samples[i].pid };
+		uint32_t pid = w->samples[i].pid, tid = w->samples[i].tid;
+		size_t at = fx_mix64(tid) % 256;
+
+		if (used[at] && seen[at].pid == pid && seen[at].tid == tid)
+			continue;
+		used[at] = true;
+		seen[at] = (struct pidtid){ pid, tid };
+		if (fx_grow(&keys, &cap, k + 2, sizeof(*keys)) < 0) {
+			free(keys);
+			return -ENOMEM;
+		}
+		keys[k++] = (struct pidtid){ pid, tid };
+		keys[k++] = (struct pidtid){ pid, pid };
 	}
-	qsort(keys, k, sizeof(*keys), cmp_pidtid);
+	if (k)
+		qsort(keys, k, sizeof(*keys), cmp_pidtid);
 	for (size_t i = 0; i < k; i++)
 		if (u == 0 || cmp_pidtid(&keys[u - 1], &keys[i]))
 			keys[u++] = keys[i];
