@@ -308,6 +308,45 @@ int fx_record_lost(const struct fx_record_fmt *fmt, const struct perf_event_head
 	return 0;
 }
 
+/* Bytes of a stack copy prefetched. */
+#define FX_RECORD_PREFETCH_STACK 4096
+
+void fx_record_prefetch(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
+			const uint8_t *at)
+{
+	uint64_t st = fmt->sample_type, nr = 0;
+	size_t off = sizeof(*h), regs;
+
+	if (h->type != PERF_RECORD_SAMPLE || !(st & PERF_SAMPLE_STACK_USER))
+		return;
+	off += (st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0;
+	off += (st & PERF_SAMPLE_IP) ? 8 : 0;
+	off += (st & PERF_SAMPLE_TID) ? 8 : 0;
+	off += (st & PERF_SAMPLE_TIME) ? 8 : 0;
+	off += (st & PERF_SAMPLE_ADDR) ? 8 : 0;
+	off += (st & PERF_SAMPLE_ID) ? 8 : 0;
+	off += (st & PERF_SAMPLE_STREAM_ID) ? 8 : 0;
+	off += (st & PERF_SAMPLE_CPU) ? 8 : 0;
+	off += (st & PERF_SAMPLE_PERIOD) ? 8 : 0;
+	if (st & PERF_SAMPLE_CALLCHAIN) {
+		if (off + 8 > h->size)
+			return;
+		memcpy(&nr, (const uint8_t *)h + off, 8);
+		off += 8 + (nr > 0xffff ? 0 : nr) * 8;
+	}
+	regs = off;
+	if (st & PERF_SAMPLE_REGS_USER)
+		off += 8 + (size_t)__builtin_popcountll(fmt->regs_user_mask) * 8;
+	off += 8; /* the stack copy's size; the copy starts at the sampled sp */
+	if (off >= h->size)
+		return;
+	__builtin_prefetch(at + regs);
+	/* the frames nearest the sampled one: most walks end within */
+	for (size_t k = 0; k < FX_RECORD_PREFETCH_STACK && off + k < h->size; k += 64)
+		__builtin_prefetch(at + off + k);
+	__builtin_prefetch(at + h->size - 8);
+}
+
 uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event_header *h)
 {
 	struct fx_record_id id;
@@ -323,11 +362,17 @@ uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event
 		return fx_record_offcpu_end(h, &e) < 0 ? 0 : e.t_in;
 	}
 	if (h->type == PERF_RECORD_SAMPLE) {
-		struct fx_record_sample s;
+		/* Only fixed-size fields come before the time: it is read where
+		 * it is, not by a parse that touches the stack copy's far end
+		 * (the sample is parsed whole when it is handled). */
+		uint64_t st = fmt->sample_type, t = 0;
+		size_t at = sizeof(*h) + ((st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0) +
+			    ((st & PERF_SAMPLE_IP) ? 8 : 0) + ((st & PERF_SAMPLE_TID) ? 8 : 0);
 
-		if (fx_record_sample(fmt, h, &s) < 0)
+		if (!(st & PERF_SAMPLE_TIME) || h->size < at + 8)
 			return 0;
-		return s.time;
+		memcpy(&t, (const uint8_t *)h + at, 8);
+		return t;
 	}
 	if (parse_id(fmt, h, &id) < 0)
 		return 0;

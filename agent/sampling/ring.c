@@ -42,6 +42,13 @@ void fx_ring_begin(struct fx_ring *r)
 	r->head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
 }
 
+const uint8_t *fx_ring_ahead(const struct fx_ring *r, size_t len)
+{
+	uint64_t off = r->tail & (r->size - 1);
+
+	return len <= r->size - off ? r->data + off : NULL;
+}
+
 const struct perf_event_header *fx_ring_next(struct fx_ring *r)
 {
 	uint64_t avail = r->head - r->tail;

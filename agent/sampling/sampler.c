@@ -605,6 +605,7 @@ const struct fx_record_fmt *fx_sampler_fmt(const struct fx_sampler *s)
 static void peek(struct fx_sampler *s, struct cpu_event *e, uint64_t cut)
 {
 	const struct perf_event_header *h = fx_ring_next(&e->ring);
+	const uint8_t *ahead;
 
 	e->next = NULL;
 	if (!h)
@@ -615,6 +616,15 @@ static void peek(struct fx_sampler *s, struct cpu_event *e, uint64_t cut)
 		return;
 	}
 	e->next = h;
+	/* The lines this record's handling reads, and the next record's, laid
+	 * out as this one probably: they come in while other records are
+	 * handled (fx_record_prefetch). */
+	fx_record_prefetch(&s->fmt, h, (const uint8_t *)h);
+	ahead = fx_ring_ahead(&e->ring, h->size);
+	if (ahead) {
+		__builtin_prefetch(ahead);
+		fx_record_prefetch(&s->fmt, h, ahead);
+	}
 }
 
 /* Hands out, in time order, everything in the rings that is not newer than

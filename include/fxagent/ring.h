@@ -34,6 +34,9 @@ int fx_ring_init(struct fx_ring *r, struct perf_event_mmap_page *meta, size_t pa
 void fx_ring_release(struct fx_ring *r);
 
 void fx_ring_begin(struct fx_ring *r);
+/* Where the next record begins, when @len bytes from there do not wrap
+ * (NULL otherwise): for prefetching, the bytes may not be written yet. */
+const uint8_t *fx_ring_ahead(const struct fx_ring *r, size_t len);
 /* The next record, or NULL when none is left. The pointer is valid until the
  * next call of fx_ring_next() or fx_ring_end(). */
 const struct perf_event_header *fx_ring_next(struct fx_ring *r);
