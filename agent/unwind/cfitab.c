@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "fxagent/elf.h"
+#include "fxagent/hash.h"
 #include "fxagent/search.h"
 
 /* x86-64 DWARF registers */
@@ -82,8 +83,21 @@ struct table {
 #define SLOT_UNKNOWN 0
 #define SLOT_NONE    1
 
+/* A rule found lately: the same return addresses come back sample after
+ * sample, and this saves the searches of the function and its rows. Valid
+ * while its table is (drop() empties them all). */
+struct hit {
+	struct table *tb; /* NULL: empty */
+	uint64_t off;
+	uint32_t object;
+	struct fx_cfi_rule rule;
+};
+
+#define HITS 1024
+
 struct fx_cfitab {
 	const struct fx_objects *objs;
+	struct hit *hits; /* HITS, by a hash of object and offset */
 	size_t max_bytes, bytes;
 	/* object id -> file id + 1 (0: not seen) */
 	uint32_t *file_of;
@@ -124,6 +138,11 @@ struct fx_cfitab *fx_cfitab_new(const struct fx_objects *objs, size_t max_bytes)
 	fx_elf_init();
 	t->objs = objs;
 	t->max_bytes = max_bytes;
+	t->hits = calloc(HITS, sizeof(*t->hits));
+	if (!t->hits) {
+		free(t);
+		return NULL;
+	}
 	return t;
 }
 
@@ -152,6 +171,7 @@ void fx_cfitab_free(struct fx_cfitab *t)
 	free(t->v);
 	free(t->file_of);
 	free(t->slot);
+	free(t->hits);
 	free(t);
 }
 
@@ -401,6 +421,7 @@ static void drop(struct fx_cfitab *t, size_t i)
 
 	t->slot[tb->file] = SLOT_UNKNOWN;
 	t->bytes -= tb->bytes;
+	memset(t->hits, 0, HITS * sizeof(*t->hits));
 	table_free(tb);
 	t->v[i] = t->v[--t->n];
 	if (i < t->n)
@@ -495,19 +516,16 @@ static void decode(uint32_t r, struct fx_cfi_rule *out)
 		out->off *= 8;
 }
 
-int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx_cfi_rule *out)
+/* fx_cfitab_find() without the hits: 1 when the answer may be kept. */
+static int find(struct fx_cfitab *t, struct table *tb, uint64_t off, struct fx_cfi_rule *out)
 {
-	struct table *tb = table_of(t, object);
 	const struct row *r;
 	uint64_t va, rel;
 	size_t i, lo, hi;
 
-	if (!tb)
-		return -ENOENT;
-	tb->last_use = t->now;
 	memset(out, 0, sizeof(*out));
 	if (!vaddr_of(tb, off, &va) || va < tb->base || va - tb->base >= tb->end)
-		return 0;
+		return 1;
 	rel = va - tb->base;
 	i = fx_search_last_le_u32(tb->starts, tb->nfns, (uint32_t)rel);
 	if (i == SIZE_MAX)
@@ -516,7 +534,7 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 		size_t before = tb->bytes;
 
 		if (compile_fn(t, tb, i) < 0)
-			return 0;
+			return 0; /* out of memory, maybe not next time */
 		if (tb->bytes != before)
 			evict_for(t, tb);
 	}
@@ -535,10 +553,29 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 	if (r[lo].start <= rel)
 		decode(r[lo].rule, out);
 	if (out->kind != FX_CFI_NONE)
-		return 0;
+		return 1;
 entry:
 	if (rel >= tb->entry && rel < tb->entry_end)
 		out->kind = FX_CFI_OUTERMOST;
+	return 1;
+}
+
+int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx_cfi_rule *out)
+{
+	struct hit *h = &t->hits[fx_mix64(off ^ ((uint64_t)object << 44)) % HITS];
+	struct table *tb;
+
+	if (h->tb && h->off == off && h->object == object) {
+		h->tb->last_use = t->now;
+		*out = h->rule;
+		return 0;
+	}
+	tb = table_of(t, object);
+	if (!tb)
+		return -ENOENT;
+	tb->last_use = t->now;
+	if (find(t, tb, off, out))
+		*h = (struct hit){ .tb = tb, .off = off, .object = object, .rule = *out };
 	return 0;
 }
 

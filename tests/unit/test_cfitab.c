@@ -417,12 +417,64 @@ static void test_bound_and_idle(void **state)
 	fx_objects_free(objs);
 }
 
+/* Answers kept for return addresses seen before (the hits) are the
+ * tables' own: equal to a roomy cache's, when each lookup of the other
+ * object evicts the table an answer came from and builds it again. */
+static void test_hits_follow_tables(void **state)
+{
+	struct fx_objects *objs = fx_objects_new("/proc", 64);
+	struct fx_procs *procs = fx_procs_new(objs, "/proc");
+	struct fx_cfitab *tight = fx_cfitab_new(objs, 1), *roomy = fx_cfitab_new(objs, 64u << 20);
+	const struct fx_proc *me = fx_procs_get(procs, (uint32_t)getpid());
+	const char *path;
+	uint32_t self = object_of(procs, objs, "/test_cfitab", &path);
+	void *libc_handle = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+	uintptr_t fns[4] = { (uintptr_t)&test_hits_follow_tables, (uintptr_t)&test_bound_and_idle,
+			     0, 0 };
+	struct fx_cfitab_stats st;
+	size_t switches = 0;
+
+	(void)state;
+	assert_non_null(libc_handle);
+	fns[2] = (uintptr_t)dlsym(libc_handle, "qsort");
+	fns[3] = (uintptr_t)dlsym(libc_handle, "memcpy");
+	assert_true(fns[2] && fns[3]);
+	for (int round = 0; round < 3; round++) {
+		for (size_t k = 0; k < 4; k++) {
+			for (uint64_t d = 0; d < 64; d += 4) {
+				struct fx_cfi_rule a, b;
+				uint64_t off;
+				uint32_t o;
+
+				assert_true(fx_procs_resolve(me, (uint64_t)(uintptr_t)fns[k] + d,
+							     &o, &off));
+				assert_int_equal(o == self, k < 2);
+				assert_int_equal(fx_cfitab_find(tight, o, off, &a), 0);
+				assert_int_equal(fx_cfitab_find(roomy, o, off, &b), 0);
+				assert_int_equal(a.kind, b.kind);
+				assert_int_equal(a.reg, b.reg);
+				assert_int_equal(a.off, b.off);
+				assert_int_equal(a.rbp, b.rbp);
+			}
+			switches += k == 0 || k == 2;
+		}
+	}
+	fx_cfitab_get_stats(tight, &st);
+	/* each change of object evicted the other's table */
+	assert_true(st.evicted + 1 >= switches);
+	dlclose(libc_handle);
+	fx_cfitab_free(tight);
+	fx_cfitab_free(roomy);
+	fx_procs_free(procs);
+	fx_objects_free(objs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_self),	       cmocka_unit_test(test_libc),
 		cmocka_unit_test(test_entry_point),    cmocka_unit_test(test_row_cap),
-		cmocka_unit_test(test_bound_and_idle),
+		cmocka_unit_test(test_bound_and_idle), cmocka_unit_test(test_hits_follow_tables),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
