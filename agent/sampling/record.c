@@ -51,23 +51,25 @@ static void u32x2(struct cur *c, uint32_t *a, uint32_t *b)
 	*b = v[1];
 }
 
+/* The bytes of the u64 fields of @st among @fields. */
+static size_t u64s(uint64_t st, uint64_t fields)
+{
+	return 8 * (size_t)__builtin_popcountll(st & fields);
+}
+
 /* The sample_id trailer sits at the end of the record: read it backwards. */
 static int parse_id(const struct fx_record_fmt *fmt, const struct perf_event_header *h,
 		    struct fx_record_id *id)
 {
 	uint64_t st = fmt->sample_type;
-	size_t n = 0;
+	size_t n;
 	struct cur c;
 
 	memset(id, 0, sizeof(*id));
 	if (!fmt->sample_id_all)
 		return 0;
-	n += (st & PERF_SAMPLE_TID) ? 8 : 0;
-	n += (st & PERF_SAMPLE_TIME) ? 8 : 0;
-	n += (st & PERF_SAMPLE_ID) ? 8 : 0;
-	n += (st & PERF_SAMPLE_STREAM_ID) ? 8 : 0;
-	n += (st & PERF_SAMPLE_CPU) ? 8 : 0;
-	n += (st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0;
+	n = u64s(st, PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID |
+			     PERF_SAMPLE_CPU | PERF_SAMPLE_IDENTIFIER);
 	if (h->size < sizeof(*h) + n)
 		return -EINVAL;
 	c.p = (const uint8_t *)h + h->size - n;
@@ -315,19 +317,15 @@ void fx_record_prefetch(const struct fx_record_fmt *fmt, const struct perf_event
 			const uint8_t *at)
 {
 	uint64_t st = fmt->sample_type, nr = 0;
-	size_t off = sizeof(*h), regs;
+	size_t off, regs;
 
 	if (h->type != PERF_RECORD_SAMPLE || !(st & PERF_SAMPLE_STACK_USER))
 		return;
-	off += (st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0;
-	off += (st & PERF_SAMPLE_IP) ? 8 : 0;
-	off += (st & PERF_SAMPLE_TID) ? 8 : 0;
-	off += (st & PERF_SAMPLE_TIME) ? 8 : 0;
-	off += (st & PERF_SAMPLE_ADDR) ? 8 : 0;
-	off += (st & PERF_SAMPLE_ID) ? 8 : 0;
-	off += (st & PERF_SAMPLE_STREAM_ID) ? 8 : 0;
-	off += (st & PERF_SAMPLE_CPU) ? 8 : 0;
-	off += (st & PERF_SAMPLE_PERIOD) ? 8 : 0;
+	/* the fields before the callchain, as fx_record_sample() reads them */
+	off = sizeof(*h) + u64s(st, PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID |
+					    PERF_SAMPLE_TIME | PERF_SAMPLE_ADDR | PERF_SAMPLE_ID |
+					    PERF_SAMPLE_STREAM_ID | PERF_SAMPLE_CPU |
+					    PERF_SAMPLE_PERIOD);
 	if (st & PERF_SAMPLE_CALLCHAIN) {
 		if (off + 8 > h->size)
 			return;
@@ -366,8 +364,8 @@ uint64_t fx_record_time(const struct fx_record_fmt *fmt, const struct perf_event
 		 * it is, not by a parse that touches the stack copy's far end
 		 * (the sample is parsed whole when it is handled). */
 		uint64_t st = fmt->sample_type, t = 0;
-		size_t at = sizeof(*h) + ((st & PERF_SAMPLE_IDENTIFIER) ? 8 : 0) +
-			    ((st & PERF_SAMPLE_IP) ? 8 : 0) + ((st & PERF_SAMPLE_TID) ? 8 : 0);
+		size_t at = sizeof(*h) +
+			    u64s(st, PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID);
 
 		if (!(st & PERF_SAMPLE_TIME) || h->size < at + 8)
 			return 0;
