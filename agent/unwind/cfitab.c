@@ -85,9 +85,10 @@ struct table {
 
 /* A rule found lately: the same return addresses come back sample after
  * sample, and this saves the searches of the function and its rows. Valid
- * while its table is (drop() empties them all). */
+ * while its table is: drop() starts a new generation. */
 struct hit {
-	struct table *tb; /* NULL: empty */
+	struct table *tb;
+	uint64_t gen; /* 0: empty */
 	uint64_t off;
 	uint32_t object;
 	struct fx_cfi_rule rule;
@@ -98,6 +99,7 @@ struct hit {
 struct fx_cfitab {
 	const struct fx_objects *objs;
 	struct hit *hits; /* HITS, by a hash of object and offset */
+	uint64_t gen;	  /* of the hits that are valid, from 1 */
 	size_t max_bytes, bytes;
 	/* object id -> file id + 1 (0: not seen) */
 	uint32_t *file_of;
@@ -138,6 +140,7 @@ struct fx_cfitab *fx_cfitab_new(const struct fx_objects *objs, size_t max_bytes)
 	fx_elf_init();
 	t->objs = objs;
 	t->max_bytes = max_bytes;
+	t->gen = 1;
 	t->hits = calloc(HITS, sizeof(*t->hits));
 	if (!t->hits) {
 		free(t);
@@ -421,7 +424,7 @@ static void drop(struct fx_cfitab *t, size_t i)
 
 	t->slot[tb->file] = SLOT_UNKNOWN;
 	t->bytes -= tb->bytes;
-	memset(t->hits, 0, HITS * sizeof(*t->hits));
+	t->gen++;
 	table_free(tb);
 	t->v[i] = t->v[--t->n];
 	if (i < t->n)
@@ -565,7 +568,7 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 	struct hit *h = &t->hits[fx_mix64(off ^ ((uint64_t)object << 44)) % HITS];
 	struct table *tb;
 
-	if (h->tb && h->off == off && h->object == object) {
+	if (h->gen == t->gen && h->off == off && h->object == object) {
 		h->tb->last_use = t->now;
 		*out = h->rule;
 		return 0;
@@ -575,7 +578,9 @@ int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx
 		return -ENOENT;
 	tb->last_use = t->now;
 	if (find(t, tb, off, out))
-		*h = (struct hit){ .tb = tb, .off = off, .object = object, .rule = *out };
+		*h = (struct hit){
+			.tb = tb, .gen = t->gen, .off = off, .object = object, .rule = *out
+		};
 	return 0;
 }
 
