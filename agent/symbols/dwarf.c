@@ -58,7 +58,7 @@ static void load_cus(struct object *o)
 			o->cus = p;
 			cap_cus = cap;
 		}
-		o->cus[o->n_cus] = (struct cu){ .die = cudie };
+		o->cus[o->n_cus] = (struct cu){ .off = dwarf_dieoffset(&cudie) };
 		while ((off = dwarf_ranges(&cudie, off, &base, &lo, &hi)) > 0) {
 			if (hi <= lo)
 				continue;
@@ -150,7 +150,7 @@ static struct cu *find_cu(struct object *o, uint64_t addr)
 	return NULL;
 }
 
-static const struct dfunc *find_dfunc(struct cu *c, uint64_t addr)
+static const struct dfunc *find_dfunc(struct cu *c, Dwarf_Die *cudie, uint64_t addr)
 {
 	size_t lo, i, k;
 
@@ -160,7 +160,7 @@ static const struct dfunc *find_dfunc(struct cu *c, uint64_t addr)
 
 		c->loaded = true;
 		/* On a corrupt CU keep what was found: it is still sorted below. */
-		collect_dfuncs(c, &cap, &c->die, 0, &steps);
+		collect_dfuncs(c, &cap, cudie, 0, &steps);
 		if (c->n_funcs)
 			qsort(c->funcs, c->n_funcs, sizeof(*c->funcs), cmp_dfunc);
 	}
@@ -224,23 +224,23 @@ size_t sym_dwarf_levels(struct fx_symbolizer *s, struct object *o, uint64_t addr
 	Dwarf_Files *files = NULL;
 	size_t n = 0, nfiles = 0, i;
 	unsigned steps = 0, depth = 0;
-	Dwarf_Die cur;
+	Dwarf_Die cur, cudie;
 	int lineno = 0;
 
 	*file_out = NULL;
 	*line_out = 0;
 	*df_out = NULL;
 	c = find_cu(o, addr);
-	if (!c)
+	if (!c || !dwarf_offdie(o->dw, c->off, &cudie))
 		return 0;
-	dl = dwarf_getsrc_die(&c->die, addr);
+	dl = dwarf_getsrc_die(&cudie, addr);
 	if (dl && dwarf_lineno(dl, &lineno) == 0 && lineno > 0) {
 		const char *f = dwarf_linesrc(dl, NULL, NULL);
 
 		*line_out = (uint32_t)lineno;
 		*file_out = f ? sym_pool_intern(&o->strs, f) : NULL;
 	}
-	df = find_dfunc(c, addr);
+	df = find_dfunc(c, &cudie, addr);
 	if (!df || !dwarf_offdie(o->dw, df->off, &cur))
 		return 0;
 	*df_out = df;
@@ -275,7 +275,7 @@ size_t sym_dwarf_levels(struct fx_symbolizer *s, struct object *o, uint64_t addr
 	/* Line of an outer level: the call site of the level inside it. */
 	lv[n - 1].line = *line_out;
 	lv[n - 1].file = *file_out;
-	if (n > 1 && dwarf_getsrcfiles(&c->die, &files, &nfiles) != 0)
+	if (n > 1 && dwarf_getsrcfiles(&cudie, &files, &nfiles) != 0)
 		files = NULL;
 	for (i = 0; i + 1 < n; i++) {
 		uint32_t fidx = attr_udata(&lv[i + 1].die, DW_AT_call_file);

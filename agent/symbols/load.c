@@ -205,7 +205,7 @@ static uint64_t dwarf_bytes(Elf *elf)
 	return sum;
 }
 
-/* The CU tables hold DIEs that point into libdw's memory. */
+/* The CU tables go with the debug sections, not with a Dwarf over them. */
 static void free_cu_tables(struct object *o)
 {
 	for (size_t i = 0; i < o->n_cus; i++)
@@ -244,7 +244,9 @@ void sym_park_dwarf(struct fx_symbolizer *s, struct object *o)
 {
 	if (!o->dw)
 		return;
-	free_cu_tables(o);
+	/* The CU tables stay (counted in the object's bytes): built again,
+	 * they cost a walk of every unit and of a touched CU's top DIEs in
+	 * each window that looks up an address not seen before. */
 	dwarf_end(o->dw);
 	if (o->alt_dw)
 		dwarf_end(o->alt_dw);

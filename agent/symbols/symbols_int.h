@@ -127,8 +127,9 @@ struct dfunc {
 	Dwarf_Off off;
 };
 
+/* By offsets, not DIEs: the table outlives the Dwarf that parking ends. */
 struct cu {
-	Dwarf_Die die;
+	Dwarf_Off off;	     /* of the CU's DIE */
 	struct dfunc *funcs; /* built on first use */
 	size_t n_funcs;
 	bool loaded;
@@ -205,7 +206,8 @@ struct object {
 	uint64_t dw_bytes;	    /* sections, and libdw's tables as they grew */
 	uint64_t dw_sections_bytes; /* of dw_bytes: what the sections took */
 	/* Parked at a window's end (sym_park_dwarf): the Dwarf and its tables
-	 * freed, dw_elf kept with its sections read (and inflated). */
+	 * freed, dw_elf kept with its sections read (and inflated), and our
+	 * CU tables (cus, cu_ranges) kept. */
 	bool dw_parked;
 	/* dw_elf is over an inflated copy mapped here (inflated.c), or NULL */
 	void *dw_map;

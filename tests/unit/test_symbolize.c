@@ -1013,8 +1013,10 @@ static uint64_t debug_sections_bytes(const char *path)
 
 /* Once an object's addresses are answered, it gives back what libdw built
  * for the look-ups (units, line tables: 2-3 times the sections here), keeps
- * its sections (not read again: nothing shed), and answers the next
- * window's new addresses as a fresh symbolizer does. */
+ * its sections (not read again: nothing shed) and its CU tables, and
+ * answers the next window's new addresses (5 bytes into each function,
+ * in the CUs the first window's tables cover) as a fresh symbolizer does:
+ * names, lines and files of every inline level. */
 static void test_dwarf_parked(void **state)
 {
 	enum { CAP = 20000 };
@@ -1031,8 +1033,12 @@ static void test_dwarf_parked(void **state)
 	out = calloc(CAP, sizeof(*out));
 	want = calloc(CAP, sizeof(*want));
 	assert_true(offs && two && out && want);
-	n = function_offsets(FX_AGENT_EXE, offs, CAP);
+	n = function_offsets(FX_AGENT_EXE, offs, CAP / 2);
 	assert_true(n > 100);
+	/* And a return address's distance into each: inline chains, lines. */
+	for (size_t i = 0; i < n; i++)
+		offs[n + i] = offs[i] + 5;
+	n *= 2;
 	half = n / 2;
 	s = fx_symbolizer_new(NULL);
 	fx_symbolizer_begin_batch(s);
@@ -1061,8 +1067,11 @@ static void test_dwarf_parked(void **state)
 	for (size_t i = 0; i < n; i++) {
 		assert_int_equal(out[i].n_frames, want[i].n_frames);
 		for (uint32_t k = 0; k < out[i].n_frames; k++) {
+			const char *f1 = out[i].frames[k].file, *f2 = want[i].frames[k].file;
+
 			assert_string_equal(out[i].frames[k].name, want[i].frames[k].name);
 			assert_int_equal(out[i].frames[k].line, want[i].frames[k].line);
+			assert_string_equal(f1 ? f1 : "-", f2 ? f2 : "-");
 		}
 	}
 	fx_symbolizer_get_stats(s, &st2);
