@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -595,9 +596,12 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	if (n)
 		fx_json_uint(j, 0);
 	if (n > 1) {
+		/* In whole nanoseconds: 315.657, not 315.65656565656565 (at a
+		 * 64-CPU host's rate the 17 digits were half the JSON, and
+		 * what gzip read). */
 		char delta[40];
-		int len =
-			fx_json_format_double(delta, sizeof(delta), in->meta.interval_ms * 1000.0);
+		int len = fx_json_format_double(
+			delta, sizeof(delta), (double)llround(in->meta.interval_ms * 1e6) / 1000.0);
 
 		for (size_t i = 1; i < n; i++) {
 			if (len > 0)

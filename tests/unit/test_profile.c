@@ -365,6 +365,12 @@ static void test_profile_tables(void **state)
 	assert_int_equal(stats.threads, 3);
 	assert_lint_ok(p);
 
+	/* A sample after the first stands for one interval of CPU (1000/99 ms),
+	 * in microseconds to the nanosecond: short, and the same for each. */
+	assert_jq(p,
+		  "[.threads[].samples | select(.length > 1) | .threadCPUDelta | "
+		  "(.[0], .[1:][])] | unique",
+		  "[0,10101.01]");
 	assert_jq(p,
 		  "[.meta.version, .meta.preprocessedProfileVersion, .meta.profilingEndTime, "
 		  ".meta.extra[0].entries[0].value, .meta.symbolicated]",
