@@ -34,6 +34,10 @@ void fx_window_release(struct fx_window *w)
 	free(w->paths);
 	fx_hashtab_free(&w->frame_index);
 	fx_hashtab_free(&w->stack_index);
+	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++) {
+		free(w->recent[k].frames);
+		free(w->recent[k].nodes);
+	}
 	fx_window_init(w, w->max_stacks);
 }
 
@@ -47,6 +51,18 @@ void fx_window_reset(struct fx_window *w)
 	fx_hashtab_reset(&w->stack_index);
 	if (w->paths)
 		memset(w->paths, 0, FX_WINDOW_PATHS * sizeof(*w->paths));
+	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++)
+		w->recent[k].n = 0;
+}
+
+static size_t recent_bytes(const struct fx_window *w)
+{
+	size_t b = 0;
+
+	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++)
+		b += w->recent[k].cap *
+		     (sizeof(*w->recent[k].frames) + sizeof(*w->recent[k].nodes));
+	return b;
 }
 
 size_t fx_window_bytes(const struct fx_window *w)
@@ -54,7 +70,7 @@ size_t fx_window_bytes(const struct fx_window *w)
 	return w->frames_cap * sizeof(*w->frames) + w->stacks_cap * sizeof(*w->stacks) +
 	       w->samples_cap * sizeof(*w->samples) + fx_hashtab_bytes(&w->frame_index) +
 	       fx_hashtab_bytes(&w->stack_index) +
-	       (w->paths ? FX_WINDOW_PATHS * sizeof(*w->paths) : 0);
+	       (w->paths ? FX_WINDOW_PATHS * sizeof(*w->paths) : 0) + recent_bytes(w);
 }
 
 static uint64_t frame_hash_at(const void *ctx, uint32_t i)
@@ -140,12 +156,13 @@ static uint32_t find_frame(const struct fx_window *w, const struct fx_window_fra
 			       key);
 }
 
-/* Interns call path @frames[0..n-1] frame by frame. */
-static uint32_t intern_path(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
+/* Interns call path @frames[0..n-1] frame by frame, from frame @from on,
+ * under @node (the stack of frames[0..from-1]). With @r, records each
+ * frame and its node there, keeping r->n the length of what is right. */
+static uint32_t intern_path(struct fx_window *w, const struct fx_window_frame *frames, size_t n,
+			    size_t from, uint32_t node, struct fx_window_recent *r)
 {
-	uint32_t node = FX_NONE;
-
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = from; i < n; i++) {
 		/* At the stack cap a new frame would need a new node, which is
 		 * refused: not interned, frames stay under the cap too. */
 		bool full = w->max_stacks && w->nstacks >= w->max_stacks;
@@ -159,8 +176,51 @@ static uint32_t intern_path(struct fx_window *w, const struct fx_window_frame *f
 		node = intern_node(w, node, f);
 		if (node == FX_NONE)
 			return FX_NONE;
+		if (r) {
+			r->frames[i] = frames[i];
+			r->nodes[i] = node;
+			r->n = i + 1;
+		}
 	}
 	return node;
+}
+
+/* Interns @frames[0..n-1] from the recent path sharing the most outer
+ * frames with it, which it then replaces. */
+static uint32_t intern_recent(struct fx_window *w, const struct fx_window_frame *frames, size_t n)
+{
+	struct fx_window_recent *r = NULL;
+	size_t best = 0;
+
+	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++) {
+		const struct fx_window_recent *c = &w->recent[k];
+		size_t p = 0, m = c->n < n ? c->n : n;
+
+		while (p < m && c->frames[p].addr == frames[p].addr &&
+		       c->frames[p].object == frames[p].object)
+			p++;
+		if (p > best) {
+			best = p;
+			r = &w->recent[k];
+		}
+	}
+	if (!r) {
+		r = &w->recent[w->recent_next];
+		w->recent_next = (w->recent_next + 1) % FX_WINDOW_RECENT;
+	}
+	if (r->cap < n) {
+		size_t fcap = r->cap, ncap = r->cap;
+
+		if (fx_grow(&r->frames, &fcap, n, sizeof(*r->frames)) < 0 ||
+		    fx_grow(&r->nodes, &ncap, n, sizeof(*r->nodes)) < 0) {
+			r->cap = fcap < ncap ? fcap : ncap;
+			r->n = 0;
+			return intern_path(w, frames, n, 0, FX_NONE, NULL); /* slower, not wrong */
+		}
+		r->cap = fcap < ncap ? fcap : ncap;
+	}
+	r->n = best;
+	return intern_path(w, frames, n, best, best ? r->nodes[best - 1] : FX_NONE, r);
 }
 
 /* A hash of call path @frames[0..n-1]; never 0 (an empty slot's). */
@@ -203,12 +263,12 @@ uint32_t fx_window_intern_stack(struct fx_window *w, const struct fx_window_fram
 	if (!w->paths)
 		w->paths = calloc(FX_WINDOW_PATHS, sizeof(*w->paths));
 	if (!w->paths)
-		return intern_path(w, frames, n); /* slower, not wrong */
+		return intern_recent(w, frames, n); /* slower, not wrong */
 	h = path_hash(frames, n);
 	slot = &w->paths[h % FX_WINDOW_PATHS];
 	if (slot->hash == h && slot->n == n && path_is(w, slot->node, frames, n))
 		return slot->node;
-	node = intern_path(w, frames, n);
+	node = intern_recent(w, frames, n);
 	if (node != FX_NONE)
 		*slot = (struct fx_window_path){ .hash = h, .node = node, .n = (uint32_t)n };
 	return node;

@@ -68,6 +68,15 @@ struct fx_window_path {
 
 #define FX_WINDOW_PATHS 1024
 
+/* A call path interned lately, with the node of each of its frames. */
+struct fx_window_recent {
+	struct fx_window_frame *frames;
+	uint32_t *nodes;
+	size_t n, cap;
+};
+
+#define FX_WINDOW_RECENT 4
+
 struct fx_window {
 	struct fx_window_frame *frames;
 	size_t nframes;
@@ -86,6 +95,11 @@ struct fx_window {
 	 * samples repeat one, and one check of its nodes costs less than
 	 * interning each frame again. Taken on first use. */
 	struct fx_window_path *paths;
+	/* The last paths interned frame by frame: a new path mostly shares its
+	 * outer frames with one of them (the same thread's last sample), and
+	 * those nodes need no lookup. */
+	struct fx_window_recent recent[FX_WINDOW_RECENT];
+	unsigned recent_next;
 };
 
 /* Initializes an empty window holding at most @max_stacks distinct stacks

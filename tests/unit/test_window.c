@@ -145,13 +145,74 @@ static void test_paths_exact(void **state)
 	fx_window_release(&w);
 }
 
+/* Deep paths of three threads taken in turn, each mostly its last with a
+ * new tail (a recursion going deeper and back), across a reset and the
+ * stack cap: each answer's chain is exactly its path, and the nodes are as
+ * many as the distinct prefixes, counted in a second window that interns
+ * every prefix of every path on its own. */
+static void test_recent_paths(void **state)
+{
+	struct fx_window w, ref;
+	struct fx_window_frame f[3][300];
+	size_t n[3] = { 0, 0, 0 };
+	uint64_t seed = 11;
+
+	(void)state;
+	fx_window_init(&w, 0);
+	for (int round = 0; round < 3; round++) {
+		if (round == 2) {
+			/* under a cap the paths reach */
+			fx_window_release(&w);
+			fx_window_init(&w, 900);
+		}
+		fx_window_init(&ref, 0);
+		for (int i = 0; i < 6000; i++) {
+			int t = i % 3;
+			size_t keep, k;
+			uint32_t node;
+
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			keep = n[t] ? (size_t)(seed >> 33) % n[t] : 0;
+			n[t] = keep + 1 + (size_t)(seed >> 45) % (300 - keep);
+			for (k = keep; k < n[t]; k++)
+				f[t][k] = (struct fx_window_frame){ (uint32_t)t % 2,
+								    0x1000 * (uint64_t)t + k +
+									    ((seed >> 20) & 3) };
+			errno = 0;
+			node = fx_window_intern_stack(&w, f[t], n[t]);
+			if (round == 2 && node == FX_NONE) {
+				assert_int_equal(errno, ENOSPC);
+				continue;
+			}
+			assert_int_not_equal(node, FX_NONE);
+			for (k = n[t]; k-- > 0;) {
+				const struct fx_window_frame *g = &w.frames[w.stacks[node].frame];
+
+				assert_int_equal(g->object, f[t][k].object);
+				assert_int_equal(g->addr, f[t][k].addr);
+				node = w.stacks[node].parent;
+			}
+			assert_int_equal(node, FX_NONE);
+			for (k = 1; round < 2 && k <= n[t]; k++)
+				fx_window_intern_stack(&ref, f[t], k);
+		}
+		if (round < 2)
+			assert_int_equal(w.nstacks, ref.nstacks);
+		else
+			assert_true(w.nstacks <= 900);
+		fx_window_release(&ref);
+		/* round 1: the same window, emptied: nothing recent is kept */
+		fx_window_reset(&w);
+	}
+	fx_window_release(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_prefix_sharing),
-		cmocka_unit_test(test_many_stacks_and_reset),
-		cmocka_unit_test(test_stack_cap),
-		cmocka_unit_test(test_paths_exact),
+		cmocka_unit_test(test_prefix_sharing), cmocka_unit_test(test_many_stacks_and_reset),
+		cmocka_unit_test(test_stack_cap),      cmocka_unit_test(test_paths_exact),
+		cmocka_unit_test(test_recent_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
