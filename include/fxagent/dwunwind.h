@@ -67,7 +67,7 @@ struct fx_dwunwind_stats {
 	uint64_t idle_dropped; /* Dwfl dropped by fx_dwunwind_drop_idle() */
 	uint64_t truncated;    /* unwinds that stopped before the outermost frame */
 	uint64_t no_regs;      /* samples without user registers (kernel threads) */
-	uint64_t ns;	       /* time spent unwinding */
+	uint64_t ns;	       /* time spent unwinding, estimated from every 8th walk */
 	uint64_t live;	       /* Dwfl held now (processes cached) */
 };
 
@@ -111,7 +111,8 @@ void fx_dwunwind_jit_stats(const struct fx_dwunwind *d, struct fx_jitunw_stats *
 void fx_dwunwind_table_stats(const struct fx_dwunwind *d, struct fx_cfitab_stats *out);
 
 /* The @q-quantile (0 to 1) of the time one unwind took, in nanoseconds, to
- * 100 ns (200 us and above all count as 200 us). 0 before any unwind. */
+ * 100 ns (200 us and above all count as 200 us), from every 8th unwind, the
+ * first included. 0 before any unwind. */
 uint64_t fx_dwunwind_quantile_ns(const struct fx_dwunwind *d, double q);
 
 /* Orders the sampled registers (@regs, one per bit of @mask, lowest bit
