@@ -572,6 +572,23 @@ static void test_numbers(void **state)
 	assert_string_equal(number_json(&s, 1, 0, INT64_MIN, 0), "-9223372036854775808");
 	assert_string_equal(number_json(&s, 1, 0, INT64_MAX, 0), "9223372036854775807");
 	assert_string_equal(number_json(&s, 2, 0, 0, UINT64_MAX), "18446744073709551615");
+	/* Every length of integer, at the edges of each, as printf has them. */
+	for (uint64_t p = 1, k = 0; k < 20; k++, p *= 10) {
+		const uint64_t near[] = { p - 1, p, p + 1, p * 5 + 37 };
+
+		for (size_t m = 0; m < 4; m++) {
+			char want[32];
+
+			snprintf(want, sizeof(want), "%llu", (unsigned long long)near[m]);
+			assert_string_equal(number_json(&s, 2, 0, 0, near[m]), want);
+			if (near[m] <= INT64_MAX) {
+				snprintf(want, sizeof(want), "-%llu", (unsigned long long)near[m]);
+				if (near[m])
+					assert_string_equal(
+						number_json(&s, 1, 0, -(int64_t)near[m], 0), want);
+			}
+		}
+	}
 	/* Whole numbers print as integers, without exponent or fraction. */
 	assert_string_equal(number_json(&s, 0, 0.0, 0, 0), "0");
 	assert_string_equal(number_json(&s, 0, 2.0, 0, 0), "2");
@@ -642,6 +659,15 @@ static void test_fixed(void **state)
 		 * takes an exponent (below 1e-4) */
 		if (v >= 100 || v <= -100)
 			assert_string_equal(s.data, d.data);
+		/* the other scales: 3 decimals (waits in us as ms), and one
+		 * without a constant divisor */
+		v /= 1000;
+		for (unsigned dec = 3; dec <= 4; dec++) {
+			fixed_json(&s, v, dec);
+			number_json(&d, 0, (double)v / (dec == 3 ? 1e3 : 1e4), 0, 0);
+			if (v >= 100 || v <= -100)
+				assert_string_equal(s.data, d.data);
+		}
 	}
 	/* More decimals than an int64 has: refused, as misuse is. */
 	j = fx_json_new(sink_write, &s);
