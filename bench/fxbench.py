@@ -202,9 +202,29 @@ def wait_rusage(proc):
     return proc.returncode, ru.ru_utime + ru.ru_stime
 
 
-def start_work(ctx, n, seconds, paths=1):
+def start_work(ctx, n, seconds, paths=1, cgroup=None):
+    """@n fx-bench-work; with @cgroup (a cgroup2 directory), each moved into
+    it before it runs."""
     args = [ctx.work, f"{seconds:g}"] + ([str(paths)] if paths > 1 else [])
-    return [subprocess.Popen(args, stdout=subprocess.PIPE, text=True) for _ in range(n)]
+
+    def enter():
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return [subprocess.Popen(args, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=enter if cgroup else None) for _ in range(n)]
+
+
+def cgroup2_root():
+    """Where the cgroup2 hierarchy is mounted, or None."""
+    try:
+        with open("/proc/self/mounts") as f:
+            for ln in f:
+                parts = ln.split()
+                if len(parts) > 2 and parts[2] == "cgroup2":
+                    return parts[1]
+    except OSError:
+        pass
+    return None
 
 
 def work_ops(procs):

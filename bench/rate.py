@@ -60,6 +60,7 @@ import fxbench as fb  # noqa: E402
 
 RECORDERS = {
     "fxagent daemon": ("fxd", []),
+    "fxagent daemon, the workload's cgroup": ("fxd", ["cgroup"]),
     "fxagent dwarf (rules)": ("fx", ["--unwind", "dwarf"]),
     "fxagent libdwfl": ("fx", ["--unwind", "libdwfl"]),
     "perf dwarf": ("perf", ["--call-graph", "dwarf"]),
@@ -151,20 +152,50 @@ def gzip_levels(path):
     return out
 
 
-def run_daemon(ctx, n, dur, tmp):
+def run_daemon(ctx, n, dur, tmp, cgroup=False):
     """The agent as users run it: whole system, 10 s windows, every thread
     counted over whole windows. The workload starts at a window boundary and
     runs @dur rounded up to whole windows; the agent's CPU is taken when the
     chunk of the window before is written and when the last one's is, so
-    what writing the workload's windows cost is in it."""
+    what writing the workload's windows cost is in it.
+
+    With @cgroup, the workload runs in a cgroup of its own and the agent
+    samples that cgroup alone: the agent's own threads are not sampled at
+    the emulated rate. A real N-CPU host samples them at 99 Hz, as every
+    thread; the whole-system emulation samples them N / NCPU times as often,
+    and symbolizes their long tail of addresses every window."""
     hz = round(99 * n / fb.NCPU)
     out = os.path.join(tmp, "chunks")
     prom = os.path.join(tmp, "fxagent.prom")
     cfg = os.path.join(tmp, "fxagent.yaml")
     os.makedirs(out, exist_ok=True)
+    # the daemon before in this directory left its counters
+    if os.path.exists(prom):
+        os.unlink(prom)
+    cg = None
     with open(cfg, "w") as f:
         f.write(f"sampling:\n  frequency: {hz}\nwindow:\n  seconds: {DAEMON_WINDOW}\n"
                 f"output:\n  directory: {out}\nmetrics:\n  textfile: {prom}\n")
+        if cgroup:
+            root = fb.cgroup2_root()
+            if not root:
+                ctx.log("rate: no cgroup2 hierarchy mounted: no row for the workload's cgroup")
+                return None
+            name = f"fxbench-rate-{os.getpid()}"
+            cg = os.path.join(root, name)
+            os.makedirs(cg, exist_ok=True)
+            f.write(f"targets:\n  - name: work\n    cgroup: /{name}\n")
+    try:
+        return daemon_runs(ctx, n, dur, tmp, cfg, out, prom, cg)
+    finally:
+        if cg:
+            try:
+                os.rmdir(cg)
+            except OSError as e:
+                ctx.log(f"rate: cannot remove {cg}: {e}")
+
+
+def daemon_runs(ctx, n, dur, tmp, cfg, out, prom, cg):
     proc = subprocess.Popen([ctx.agent, "--config", cfg], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     err = []
@@ -190,7 +221,7 @@ def run_daemon(ctx, n, dur, tmp):
         b0 = (time.time() // DAEMON_WINDOW + 1) * DAEMON_WINDOW
         have = chunks()
         time.sleep(max(0.0, b0 - time.time()))
-        work = fb.start_work(ctx, fb.NCPU, windows * DAEMON_WINDOW)
+        work = fb.start_work(ctx, fb.NCPU, windows * DAEMON_WINDOW, cgroup=cg)
         ok = wait_chunks(have + 1, b0 + DAEMON_WINDOW)
         c0, m0 = thread_cpu_ns(proc.pid), metrics(prom)
         fb.work_ops(work)
@@ -231,7 +262,7 @@ def run_daemon(ctx, n, dur, tmp):
 def run_one(ctx, name, n, dur, tmp):
     tool, extra = RECORDERS[name]
     if tool == "fxd":
-        return run_daemon(ctx, n, dur, tmp)
+        return run_daemon(ctx, n, dur, tmp, cgroup="cgroup" in extra)
     hz = round(99 * n / fb.NCPU)
     rec = dur + LEAD + TAIL
     ring = ring_bytes(n)
@@ -343,6 +374,15 @@ def run(ctx, a):
             if n == 64:
                 aims.append(fb.aim(pub <= 0.5, f"{n} CPUs: publishing at most 0.5 us a sample "
                                    f"({pub:.2f} us)"))
+        own = res["fxagent daemon, the workload's cgroup"]
+        if own:
+            summary.append(
+                f"- {n} CPUs, the daemon sampling the workload's cgroup alone (its own threads "
+                f"not sampled at {hz} Hz, as on a real {n}-CPU host): "
+                f"{fb.med([r['cpu_pct'] for r in own]):.2f}% of one CPU (sampling "
+                f"{fb.med([r['sampling_pct'] for r in own]):.2f}%, fx-publish "
+                f"{fb.med([r['publish_pct'] for r in own]):.2f}%), publishing "
+                f"{fb.med([r['publish_us_per_sample'] for r in own]):.2f} us a sample.")
         rules = res["fxagent dwarf (rules)"]
         dwfl = res["fxagent libdwfl"]
         if rules and dwfl:
