@@ -569,11 +569,14 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 			fx_json_null(j);
 	}
 	fx_json_array_end(j);
-	/* Nanoseconds as milliseconds, exactly: the same doubles as ns / 1e6,
-	 * without printf (printf and strtod led the publisher's profile at a big host's rate). */
-	fx_json_key_array(j, "time");
+	/* Each sample's time after the one before (the first's after the
+	 * profile's start), nanoseconds as milliseconds, exactly, without
+	 * printf. Deltas, not times: at a 64-CPU host's rate the JSON is a
+	 * tenth smaller and its gzip a quarter, for the same times. */
+	fx_json_key_array(j, "timeDeltas");
 	for (size_t i = 0; i < n; i++)
-		fx_json_fixed(j, (int64_t)(s[i].time_ns - in->meta.start_ns), 6);
+		fx_json_fixed(
+			j, (int64_t)(s[i].time_ns - (i ? s[i - 1].time_ns : in->meta.start_ns)), 6);
 	fx_json_array_end(j);
 	if (th->off_cpu) {
 		/* Each sample is a wait, weighted by the time it stands for:

@@ -183,6 +183,7 @@ static const struct colkey colkeys[] = {
 	{ "prefixOffset", T_STACK, VC_STACK_PREFIX },
 	{ "stack", T_SAMPLES, VC_SAMPLE_STACK },
 	{ "time", T_SAMPLES, VC_SAMPLE_TIME },
+	{ "timeDeltas", T_SAMPLES, VC_SAMPLE_DELTA },
 	{ "weight", T_SAMPLES, VC_SAMPLE_WEIGHT },
 	{ "startTime", T_MARKERS, VC_MARKER_START },
 };
@@ -350,6 +351,22 @@ static int thread_end(struct parse *p)
 
 	t->samples_end = n;
 	t->markers_end = c->col[VC_MARKER_START].n;
+	if (c->col[VC_SAMPLE_DELTA].n) {
+		/* Times from the deltas, summed in whole nanoseconds: the
+		 * agent's are exact to the nanosecond, and so are these. */
+		struct vcol *d = &c->col[VC_SAMPLE_DELTA];
+		double at_ns = 0;
+
+		if (c->col[VC_SAMPLE_TIME].n != t->samples_begin)
+			return fail(p, -EINVAL, "thread %zu: both time and timeDeltas",
+				    c->nthreads - 1);
+		for (size_t i = 0; i < d->n; i++) {
+			at_ns += round(d->v[i] * 1e6);
+			if (!col_push(p, &c->col[VC_SAMPLE_TIME], at_ns / 1e6))
+				return 0;
+		}
+		d->n = 0;
+	}
 	if (c->col[VC_SAMPLE_TIME].n != n)
 		return fail(p, -EINVAL, "thread %zu: %zu sample times for %zu stacks",
 			    c->nthreads - 1, c->col[VC_SAMPLE_TIME].n - t->samples_begin,

@@ -87,6 +87,7 @@ enum vcol_id {
 	VC_SAMPLE_WEIGHT,
 	VC_MARKER_START,
 	VC_MARKER_COUNT, /* data.count of each marker; NaN where none */
+	VC_SAMPLE_DELTA, /* a thread's timeDeltas, made VC_SAMPLE_TIME at its end */
 	VC_NCOLS,
 };
 

@@ -94,6 +94,18 @@ class Stop(Exception):
     """Raised by Test.require: the test cannot go on."""
 
 
+def sample_times(samples):
+    """The times of a samples table, from its `time` or its `timeDeltas`
+    (summed in whole nanoseconds, as the agent wrote them)."""
+    if "timeDeltas" not in samples:
+        return list(samples["time"])
+    out, at = [], 0
+    for d in samples["timeDeltas"]:
+        at += round(d * 1e6)
+        out.append(at / 1e6)
+    return out
+
+
 class Profile:
     """A processed profile (v66) read straight from the file the agent wrote."""
 

@@ -112,13 +112,14 @@ def body(t):
     times = {}
     for seq, fx, prof in windows:
         pe = prof.data["meta"]["profilingEndTime"]
-        out = [(th["name"], tm) for th in prof.threads for tm in th["samples"]["time"]
+        out = [(th["name"], tm) for th in prof.threads
+               for tm in fxtest.sample_times(th["samples"])
                if not -EPS_MS <= tm <= pe + EPS_MS]
         t.check(not out, f"seq {seq}: {len(out)} sample times outside the window 0..{pe}: "
                 f"{out[:5]}")
         for th in prof.threads:
             times.setdefault(th["tid"], []).extend(fx["windowStart"] + tm
-                                                   for tm in th["samples"]["time"])
+                                                   for tm in fxtest.sample_times(th["samples"]))
     dups = 0
     for tid, ts in times.items():
         ts.sort()

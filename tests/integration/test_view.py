@@ -259,7 +259,8 @@ def check_markers_and_time(t, out, chunks):
     want = 0
     for m in metas:
         for th in m["threads"]:
-            want += sum(1 for x in th["samples"]["time"] if lo <= m["meta"]["startTime"] + x < hi)
+            want += sum(1 for x in fxtest.sample_times(th["samples"])
+                        if lo <= m["meta"]["startTime"] + x < hi)
     path = os.path.join(t.work, "range.json.gz")
     view(t, out, "--target", "ab", "--from", f"{lo / 1000:.3f}", "--to", f"{hi / 1000:.3f}",
          "-o", path)
@@ -329,12 +330,52 @@ def check_bad(t, chunks):
             f"only a bad chunk: exit {r.returncode}, {r.stderr.strip()}")
 
 
+def check_time_forms(t, chunks):
+    """Chunks give times as deltas (timeDeltas, as the agent writes them) or
+    whole (time, as agents before 2026-11 did): the merge has the same sample
+    times from either, and refuses a thread with both."""
+    forms = os.path.join(t.work, "forms")
+    os.makedirs(forms)
+    a, b = chunks["ab"][1], chunks["ab"][2]
+    shutil.copy(a, forms)
+    old = load(b)
+    for th in old["threads"]:
+        s = th["samples"]
+        if "timeDeltas" in s:
+            s["time"] = fxtest.sample_times(s)
+            del s["timeDeltas"]
+    save(os.path.join(forms, "old.json.gz"), old)
+    both = load(b)
+    both["meta"]["fxagent"]["seq"] = 2001
+    for th in both["threads"]:
+        th["samples"]["time"] = fxtest.sample_times(th["samples"])
+    save(os.path.join(forms, "both.json.gz"), both)
+
+    def times(d):
+        return sorted(round(d["meta"]["startTime"] + x, 6) for th in d["threads"]
+                      for x in fxtest.sample_times(th["samples"]))
+    want = sorted(times(load(a)) + times(load(b)))
+    t.check(len(want) > 0 and any("timeDeltas" in th["samples"] for th in load(a)["threads"]),
+            "the agent's chunk has no timeDeltas")
+    path = os.path.join(t.work, "forms.json.gz")
+    r = view(t, forms, "-o", path, "--json")
+    s = json.loads(r.stdout)
+    t.check(s["chunks_merged"] == 2 and s["chunks_bad"] == 1,
+            f"time forms: {s}")
+    t.check("both time and timeDeltas" in r.stderr,
+            f"a thread with both columns not named: {r.stderr.strip()}")
+    got = times(load(path))
+    t.check(got == want, f"time forms: {len(got)} sample times, want {len(want)}; first "
+            f"differing: {next(((x, y) for x, y in zip(got, want) if x != y), None)}")
+
+
 def body(t):
     out, chunks = record(t)
     want_ab = check_target(t, out, chunks)
     check_fleet(t, chunks, want_ab)
     check_markers_and_time(t, out, chunks)
     check_bad(t, chunks)
+    check_time_forms(t, chunks)
 
 
 if __name__ == "__main__":

@@ -428,9 +428,10 @@ static void test_profile_tables(void **state)
 		  "[[\"main\",\"main;compute;helper_a;helper_b\","
 		  "\"main;compute;helper_a;helper_b;write;entry_SYSCALL_64\"],"
 		  "[\"main;compute;helper_a;helper_b\",\"main\"],[\"0x7fff0000\",null]]");
-	assert_jq(p, "[.threads[].samples | [.length, .time, .weight, .weightType]]",
-		  "[[3,[1,2,3],null,\"samples\"],[2,[1.5,2],null,\"samples\"],"
-		  "[2,[0.5,4],null,\"samples\"]]");
+	/* times 1, 2, 3; 1.5, 2; 0.5, 4 ms: each after the one before */
+	assert_jq(p, "[.threads[].samples | [.length, .timeDeltas, .time, .weight, .weightType]]",
+		  "[[3,[1,1,1],null,null,\"samples\"],[2,[1.5,0.5],null,null,\"samples\"],"
+		  "[2,[0.5,3.5],null,null,\"samples\"]]");
 	assert_jq(p, "[.threads[] | [.pid, .tid, .isMainThread, .name, .processName]]",
 		  "[[\"1000\",1000,true,\"myapp\",\"myapp\"],[\"1000\",1001,false,\"worker\","
 		  "\"myapp\"],"
