@@ -116,9 +116,10 @@ int fx_dwunwind_load_bias(int fd, uint64_t start, uint64_t pgoff, uint64_t *bias
 	int ret = -ENOENT;
 
 	fx_elf_init();
-	/* pread, not mmap: no munmap (and its TLB flush on every CPU the agent
-	 * ran on) per mapping, and no SIGBUS from a file truncated under us. */
-	elf = elf_begin(fd, ELF_C_READ, NULL);
+	/* Mapped: read with pread (ELF_C_READ) instead, the munmap and its TLB
+	 * flush went, but the agent's peak RSS with Node.js and Java on the host
+	 * rose by 2-3 MiB (bench/scale.py scenario 7, docs/performance.md). */
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf || !gelf_getehdr(elf, &ehdr) || elf_getphdrnum(elf, &phnum) != 0) {
 		elf_end(elf);
 		return -ENOEXEC;
