@@ -75,6 +75,7 @@ struct fx_dwunwind {
 	struct entry *v;
 	size_t n, max;
 	uint64_t tick;
+	uint64_t now; /* the latest walk's time: off-CPU waits come with older ones */
 	struct fx_dwunwind_stats stats;
 };
 
@@ -641,8 +642,12 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 	timed = (d->stats.unwinds & (FX_DWUNWIND_TIME_EVERY - 1)) == 1;
 	if (timed || !s->time)
 		clock_gettime(CLOCK_MONOTONIC, &t0);
-	/* The sample's own time is on the same clock (attr.clockid). */
+	/* The sample's own time is on the same clock (attr.clockid); never
+	 * before the last walk's, for the JIT re-reads' intervals. */
 	c.now = s->time ? s->time : (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec;
+	if (c.now < d->now)
+		c.now = d->now;
+	d->now = c.now;
 	if (proc && d->engine != FX_DWUNWIND_LIBDWFL)
 		ret = walk_tables(d, proc, &c);
 	if (ret == WALK_FALLBACK) {
