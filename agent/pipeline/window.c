@@ -80,11 +80,14 @@ static uint64_t frame_hash_at(const void *ctx, uint32_t i)
 	return frame_hash(w->frames[i].object, w->frames[i].addr);
 }
 
+static bool same_frame(const struct fx_window_frame *a, const struct fx_window_frame *b)
+{
+	return a->object == b->object && a->addr == b->addr;
+}
+
 static bool frame_eq(const void *ctx, uint32_t i, const void *key)
 {
-	const struct fx_window_frame *a = &((const struct fx_window *)ctx)->frames[i], *b = key;
-
-	return a->object == b->object && a->addr == b->addr;
+	return same_frame(&((const struct fx_window *)ctx)->frames[i], key);
 }
 
 static uint64_t stack_hash_at(const void *ctx, uint32_t i)
@@ -196,8 +199,7 @@ static uint32_t intern_recent(struct fx_window *w, const struct fx_window_frame 
 		const struct fx_window_recent *c = &w->recent[k];
 		size_t p = 0, m = c->n < n ? c->n : n;
 
-		while (p < m && c->frames[p].addr == frames[p].addr &&
-		       c->frames[p].object == frames[p].object)
+		while (p < m && same_frame(&c->frames[p], &frames[p]))
 			p++;
 		if (p > best) {
 			best = p;
@@ -245,7 +247,7 @@ static bool path_is(const struct fx_window *w, uint32_t node, const struct fx_wi
 		if (node >= w->nstacks)
 			return false;
 		f = &w->frames[w->stacks[node].frame];
-		if (f->object != frames[i].object || f->addr != frames[i].addr)
+		if (!same_frame(f, &frames[i]))
 			return false;
 		node = w->stacks[node].parent;
 	}
