@@ -106,6 +106,9 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 			.host = b->g->host,
 			.target = j->t->name,
 			.seq = b->seq,
+			/* The daemon's windows; --once's one is its own length. */
+			.window_ms = p->opts.rotate ? (uint64_t)cfg->window.seconds * 1000
+						    : (b->end_mono - b->start_mono + 500000) / 1000000,
 			.labels = j->t->labels,
 			.nlabels = j->t->nlabels,
 			.samples = j->win->counters.samples,

@@ -86,6 +86,7 @@ struct tables {
 	size_t *thread_start;	/* nthreads + 1 offsets into samples */
 	struct sample_ref *samples;
 	size_t nsamples;
+	size_t marker_thread; /* the thread that carries the markers */
 };
 
 /* Builds every table of @t->in. Returns 0 or -errno (-ENOMEM, -EINVAL for an

@@ -339,6 +339,25 @@ out:
 	return rc;
 }
 
+/* The markers' track: the on-CPU thread with the most samples. The profiler
+ * hides tracks with little CPU by default (the agent's own among them), and
+ * markers on a hidden track are not in the marker chart. */
+static void pick_marker_thread(struct tables *t)
+{
+	const struct fx_profile_input *in = t->in;
+	size_t best = 0;
+
+	t->marker_thread = in->marker_thread;
+	for (size_t k = 0; k < in->nthreads; k++) {
+		size_t n = t->thread_start[k + 1] - t->thread_start[k];
+
+		if (!in->threads[k].off_cpu && n > best) {
+			best = n;
+			t->marker_thread = k;
+		}
+	}
+}
+
 int prof_build_tables(struct tables *t)
 {
 	static const char *const names[2] = { "Recording", "Lost samples" };
@@ -357,5 +376,8 @@ int prof_build_tables(struct tables *t)
 		if (t->marker_name[i] < 0)
 			return -ENOMEM;
 	}
-	return build_samples(t);
+	rc = build_samples(t);
+	if (rc == 0)
+		pick_marker_thread(t);
+	return rc;
 }

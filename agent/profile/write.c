@@ -218,6 +218,8 @@ static void write_meta(const struct fx_profile_input *in, struct fx_json *j)
 		fx_json_key_string(j, "target", m->target);
 		fx_json_key_string(j, "host", m->host);
 		fx_json_key_int(j, "seq", m->seq);
+		if (m->window_ms)
+			fx_json_key_int(j, "windowMs", (int64_t)m->window_ms);
 		fx_json_key(j, "windowStart");
 		fx_json_double(j, m->start_time_ms);
 		fx_json_key(j, "windowEnd");
@@ -587,7 +589,7 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 		fx_json_array_end(j);
 		fx_json_key_string(j, "weightType", "tracing-ms");
 		fx_json_object_end(j);
-		write_markers(t, idx == in->marker_thread, j);
+		write_markers(t, idx == t->marker_thread, j);
 		fx_json_object_end(j);
 		return;
 	}
@@ -616,7 +618,7 @@ static void write_thread(const struct tables *t, size_t idx, struct fx_json *j)
 	fx_json_array_end(j);
 	fx_json_object_end(j);
 
-	write_markers(t, idx == in->marker_thread, j);
+	write_markers(t, idx == t->marker_thread, j);
 	fx_json_object_end(j);
 }
 

@@ -145,7 +145,7 @@ int view_merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms,
 	m->frames.width = 6;
 	m->stacks.width = 2;
 	m->tracks.width = 4; /* host, pid, tid, off-CPU */
-	m->windows.width = 5;
+	m->windows.width = 6;
 	m->start = INFINITY;
 	m->end = -INFINITY;
 	return 0;
@@ -196,6 +196,14 @@ static uint64_t bits(double d)
 	return u;
 }
 
+static double from_bits(uint64_t u)
+{
+	double d;
+
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
 static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[REC_MAX])
 {
 	uint32_t host = str_of(m, c, c->host), target = str_of(m, c, c->target);
@@ -207,6 +215,9 @@ static int window_key(struct merge *m, const struct vchunk *c, uint64_t key[REC_
 	key[2] = bits(c->seq);
 	key[3] = bits(c->window_start);
 	key[4] = bits(c->window_end);
+	/* A length no agent writes is not one: the gaps fall back to the
+	 * neighbours' own. */
+	key[5] = bits(c->window_ms >= 1000 && c->window_ms <= 86400000 ? c->window_ms : 0);
 	return 0;
 }
 
@@ -650,29 +661,31 @@ static int cmp_window(const void *a, const void *b)
 }
 
 /* A gap marker between windows of one target on one host that leave more
- * than half a window (and over a second) unrecorded between them. */
+ * than half a window (and over a second) unrecorded between them. The
+ * windows missing are counted in the configured window length the chunks
+ * carry: a restart cuts the windows on both sides of it short. Chunks
+ * without it (older agents) are counted by the longer neighbour. */
 static int add_gaps(struct merge *m)
 {
+	const size_t wd = 6;
 	size_t n = m->windows.n;
 	uint64_t *w;
 
 	if (n < 2)
 		return 0;
-	w = malloc(n * 5 * sizeof(*w));
+	w = malloc(n * wd * sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	memcpy(w, m->windows.v, n * 5 * sizeof(*w));
-	qsort(w, n, 5 * sizeof(*w), cmp_window);
+	memcpy(w, m->windows.v, n * wd * sizeof(*w));
+	qsort(w, n, wd * sizeof(*w), cmp_window);
 	for (size_t i = 1; i < n; i++) {
-		const uint64_t *a = w + (i - 1) * 5, *b = w + i * 5;
-		double as, ae, bs, be, len;
+		const uint64_t *a = w + (i - 1) * wd, *b = w + i * wd;
+		double as = from_bits(a[3]), ae = from_bits(a[4]), bs = from_bits(b[3]),
+		       be = from_bits(b[4]);
+		double len = fmax(from_bits(a[5]), from_bits(b[5]));
 
-		memcpy(&as, &a[3], sizeof(as));
-		memcpy(&ae, &a[4], sizeof(ae));
-		memcpy(&bs, &b[3], sizeof(bs));
-		memcpy(&be, &b[4], sizeof(be));
-		/* The longer of the two: a run's first and last windows are cut. */
-		len = fmax(ae - as, be - bs);
+		if (!(len > 0))
+			len = fmax(ae - as, be - bs);
 		if (a[0] != b[0] || a[1] != b[1] || bs - ae <= fmax(1000, len / 2))
 			continue;
 		if (push_marker(m, &(struct mmarker){

@@ -134,7 +134,7 @@ void view_vchunk_reset(struct vchunk *c)
 	c->tlen = 0;
 	c->strings.n = c->marker_types.n = 0;
 	c->version = c->interval = c->start_time = c->end_ms = NAN;
-	c->seq = c->window_start = c->window_end = NAN;
+	c->seq = c->window_start = c->window_end = c->window_ms = NAN;
 	c->samples = c->lost = c->truncated = NAN;
 	c->fx = false;
 	c->product = c->target = c->host = (struct vstr){ 0 };
@@ -448,6 +448,8 @@ static int scalar(struct parse *p, double num, const unsigned char *s, size_t le
 			c->window_start = num;
 		else if (!strcmp(k, "windowEnd"))
 			c->window_end = num;
+		else if (!strcmp(k, "windowMs"))
+			c->window_ms = num;
 		else if (!strcmp(k, "samples"))
 			c->samples = num;
 		else if (!strcmp(k, "lost"))

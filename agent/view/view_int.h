@@ -104,6 +104,7 @@ struct vchunk {
 	bool fx; /* meta.fxagent was there */
 	struct vstr product, target, host;
 	double seq, window_start, window_end, samples, lost, truncated;
+	double window_ms; /* the configured window length; NaN: not said */
 	struct vlabel *labels;
 	size_t nlabels, labels_cap;
 
@@ -224,7 +225,8 @@ struct merge {
 	struct mtrack *tinfo; /* per track */
 	size_t tinfo_cap;
 	uint32_t *order; /* tracks in the order written, after view_merge_finish */
-	/* Windows merged: host, target, seq, start, end (doubles' bits). */
+	/* Windows merged: host, target, seq, start, end, configured length in
+	 * ms (doubles' bits; 0: not said). */
 	struct rectab windows;
 	uint32_t nhosts;	 /* hosts merged, after view_merge_finish */
 	uint32_t marker_name[3]; /* by enum mmarker_type, after view_merge_finish */

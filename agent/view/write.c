@@ -5,6 +5,7 @@
  * several. */
 #include "view_int.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,7 +208,7 @@ static void marker_data(const struct merge *m, const struct mmarker *mk, struct 
 	fx_json_object_end(j);
 }
 
-/* The markers of host @host (all on its first track), or none. */
+/* The markers of host @host (all on one track of it), or none. */
 static void write_markers(const struct merge *m, uint64_t host, bool carrier, struct fx_json *j)
 {
 	size_t n = 0;
@@ -336,10 +337,50 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 	fx_json_object_end(j);
 }
 
+/* Each host's markers go on its on-CPU track with the most samples: the
+ * profiler hides tracks with little CPU by default, and markers on a hidden
+ * track are not in the marker chart. A host without one: its first track.
+ * Fills @carrier (by rank). Returns 0 or -ENOMEM. */
+static int pick_carriers(const struct merge *m, bool *carrier)
+{
+	size_t nt = m->tracks.n, first = 0;
+	uint64_t *weight = calloc(nt + 1, sizeof(*weight));
+
+	if (!weight)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nsamples; i++)
+		weight[m->samples[i].track] += m->samples[i].weight;
+	for (size_t r = 0; r < nt; r++) {
+		uint64_t host = view_rectab_at(&m->tracks, m->order[r])[0];
+		size_t best = first;
+
+		if (r + 1 < nt && view_rectab_at(&m->tracks, m->order[r + 1])[0] == host)
+			continue;
+		/* tracks [first, r] are this host's */
+		for (size_t k = first; k <= r; k++) {
+			uint32_t t = m->order[k], b = m->order[best];
+
+			if (m->tinfo[t].off_cpu)
+				continue;
+			if (m->tinfo[b].off_cpu || weight[t] > weight[b])
+				best = k;
+		}
+		carrier[best] = true;
+		first = r + 1;
+	}
+	free(weight);
+	return 0;
+}
+
 int view_write_json(const struct merge *m, struct fx_json *j)
 {
 	size_t nt = m->tracks.n, next = 0;
+	bool *carrier = calloc(nt + 1, sizeof(*carrier));
 
+	if (!carrier || pick_carriers(m, carrier) < 0) {
+		free(carrier);
+		return -ENOMEM;
+	}
 	fx_json_object_begin(j);
 	write_meta(m, j);
 	write_libs(m, j);
@@ -347,8 +388,6 @@ int view_write_json(const struct merge *m, struct fx_json *j)
 	fx_json_key_array(j, "threads");
 	for (size_t r = 0; r < nt; r++) {
 		uint32_t t = m->order[r];
-		uint64_t host = view_rectab_at(&m->tracks, t)[0];
-		bool carrier = !r || view_rectab_at(&m->tracks, m->order[r - 1])[0] != host;
 		size_t first = next;
 
 		while (next < m->nsamples && m->samples[next].track == t)
@@ -356,9 +395,10 @@ int view_write_json(const struct merge *m, struct fx_json *j)
 		/* A track may have no sample left (all cut by --since): no
 		 * samples at all leaves m->samples NULL, and NULL + 0 is
 		 * undefined behaviour. */
-		write_thread(m, r, carrier, m->samples ? m->samples + first : NULL, next - first,
+		write_thread(m, r, carrier[r], m->samples ? m->samples + first : NULL, next - first,
 			     j);
 	}
+	free(carrier);
 	fx_json_array_end(j);
 	fx_json_key_raw(j, "pages", "[]");
 	fx_json_key_raw(j, "profilerOverhead", "[]");

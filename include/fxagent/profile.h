@@ -94,6 +94,11 @@ struct fx_profile_meta {
 	 * meta.extra for the profiler's "Profile Information" (NULL/0: left out). */
 	const char *target; /* target name ("system" for the whole system) */
 	int64_t seq;	    /* window sequence number */
+	/* The configured window length (the daemon's window.seconds), written
+	 * as meta.fxagent.windowMs: a viewer counts the windows a gap lost by
+	 * it, not by the neighbours, which a restart cuts short (--once: its
+	 * one window's length). 0: left out. */
+	uint64_t window_ms;
 	const struct fx_profile_kv *labels;
 	size_t nlabels;
 	uint64_t samples, lost, truncated;
@@ -118,7 +123,10 @@ struct fx_profile_input {
 	size_t nthreads;
 	const struct fx_profile_marker *markers;
 	size_t nmarkers;
-	size_t marker_thread; /* index into threads that carries the markers */
+	/* The markers go on the listed on-CPU thread with the most samples,
+	 * which the profiler shows by default; on this one (an index into
+	 * threads) when no thread has a sample. */
+	size_t marker_thread;
 };
 
 struct fx_profile_stats {

@@ -183,12 +183,13 @@ class Profile:
                 if self.frame_cat[f] != "Kernel"]
 
     def recording(self):
-        """Sum of the FxRecording markers' counters (samples, lost, truncated)."""
+        """Sum of the FxRecording markers' counters (samples, lost, truncated),
+        on whichever track carries them (the busiest)."""
         got = {"samples": 0, "lost": 0, "truncated": 0}
-        markers = [d for th in self.threads_named("fxagent")
+        markers = [d for th in self.threads
                    for d in th["markers"]["data"] if d and d.get("type") == "FxRecording"]
         if not markers:
-            raise Stop("no FxRecording marker on a thread named fxagent")
+            raise Stop("no FxRecording marker on any track")
         for d in markers:
             for k in got:
                 if not isinstance(d.get(k), int):

@@ -94,6 +94,28 @@ def markers(d):
     return out
 
 
+def marker_tracks(d):
+    """[(index of a track with markers, its on-CPU samples, the most any
+    on-CPU track of its host has)]: markers belong on a host's busiest
+    track, which the profiler shows by default."""
+    def host(th):
+        return th["pid"].split("@")[1] if "@" in th["pid"] else ""
+
+    def on_cpu(th):
+        return th["samples"].get("weightType") != "tracing-ms"
+
+    def weight(th):
+        s = th["samples"]
+        return sum(s["weight"]) if s.get("weight") else s["length"]
+
+    most = collections.Counter()
+    for th in d["threads"]:
+        if on_cpu(th):
+            most[host(th)] = max(most[host(th)], weight(th))
+    return [(i, weight(th), most[host(th)]) for i, th in enumerate(d["threads"])
+            if th["markers"]["length"]]
+
+
 def view(t, *args, ok=True):
     r = subprocess.run([t.agent, "view", *args], capture_output=True, text=True,
                        timeout=fxtest.scaled(120))
@@ -153,6 +175,24 @@ def check_target(t, out, chunks):
     t.check("chunks," not in r.stderr, f"a progress line in a pipe: {r.stderr[-300:]!r}")
     windows = [m for m in markers(d) if m[0] == "FxRecording"]
     t.check(len(windows) == len(chunks["ab"]), f"{len(windows)} window markers")
+    # The markers on the busiest track, the chunks' and the merge's.
+    for target in ("ab", "thr"):
+        path = os.path.join(t.work, f"carrier-{target}.json.gz")
+        view(t, out, "--target", target, "-o", path)
+        c = load(path)
+        carriers = marker_tracks(c)
+        t.check(len(carriers) == 1 and carriers[0][1] == carriers[0][2] > 0,
+                f"{target}: the merge's markers on tracks (index, samples, the most): "
+                f"{carriers} of {[th['samples']['length'] for th in c['threads']]}")
+    for p in chunks["ab"]:
+        c = load(p)
+        got = marker_tracks(c)
+        # (a window before the workload ran has no sample: the agent's track)
+        t.check(len(got) == 1 and got[0][1] == got[0][2] and
+                (got[0][2] > 0 or not any(th["samples"]["length"] for th in c["threads"])),
+                f"{os.path.basename(p)}: markers on (index, samples, the most): {got}")
+        t.check(c["meta"]["fxagent"].get("windowMs") == 2000,
+                f"{os.path.basename(p)}: windowMs {c['meta']['fxagent'].get('windowMs')}, want 2000")
     cli = t.cli(merged, "ab")
     listed = cli.threads()
     t.check(len(listed) == len(d["threads"]),
@@ -201,6 +241,11 @@ def check_fleet(t, chunks, want_ab):
         pids = [th["pid"] for th in a["threads"]]
         t.check(all(p.endswith(("@web-1", "@web-2")) for p in pids),
                 f"two hosts, yet pids without their host: {pids}")
+        carriers = marker_tracks(a)
+        hosts = {a["threads"][i]["pid"].split("@")[1] for i, _, _ in carriers}
+        t.check(len(carriers) == 2 and hosts == {"web-1", "web-2"} and
+                all(n == most > 0 for _, n, most in carriers),
+                f"two hosts' markers on tracks (index, samples, the most of its host): {carriers}")
         for args in (("--host", "web-2"), ("--label", "dc=b")):
             path = os.path.join(t.work, "one-host.json.gz")
             view(t, nginx.url("/fleet/"), "--target", "ab", *args, "-o", path)
@@ -251,6 +296,25 @@ def check_markers_and_time(t, out, chunks):
     lost = [m for m in ms if m[0] == "FxLostSamples"]
     t.check(len(lost) == 1 and lost[0][1].get("count") == 7 and
             abs(start + lost[0][2] - lost_at) < 0.01, f"lost markers {lost}, want one of 7 at {lost_at}")
+
+    # A restart: the windows between ab[0] and ab[4] missing, and the two
+    # runs' edge windows cut short (a tenth of a window left). The gap
+    # counts the configured windows (meta windowMs), not the cut ones.
+    restart = os.path.join(t.work, "restart")
+    os.makedirs(restart)
+    if len(ab) >= 5:
+        a, b = load(ab[0]), load(ab[4])
+        fa, fb = a["meta"]["fxagent"], b["meta"]["fxagent"]
+        fa["windowStart"] = fa["windowEnd"] - 200
+        fb["windowEnd"] = fb["windowStart"] + 200
+        save(os.path.join(restart, "a.json.gz"), a)
+        save(os.path.join(restart, "b.json.gz"), b)
+        want = round((fb["windowStart"] - fa["windowEnd"]) / fa["windowMs"])
+        path = os.path.join(t.work, "restart.json.gz")
+        view(t, restart, "-o", path)
+        gaps = [m for m in markers(load(path)) if m[0] == "FxGap"]
+        t.check(len(gaps) == 1 and gaps[0][1].get("missing") == want == 3,
+                f"a restart's gap: {gaps}, want one of {want} (3) windows missing")
 
     # --from/--to: the samples of the range, no more
     metas = [load(p) for p in ab]
