@@ -4,11 +4,13 @@
  */
 #include "fxagent/s3.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -158,11 +160,23 @@ int fx_s3_query_escape(const char *s, char *out, size_t cap)
 	return rc ? rc : (int)n;
 }
 
+/* An endpoint named by an IP address or localhost has no DNS for
+ * bucket.host: path style then, as AWS's own CLI does. @host is as libcurl
+ * gives it (an IPv6 address in brackets). */
+static bool path_style_host(const char *host)
+{
+	struct in_addr a;
+
+	return host[0] == '[' || inet_pton(AF_INET, host, &a) == 1 ||
+	       !strcasecmp(host, "localhost");
+}
+
 char *fx_s3_url(const struct fx_s3_where *w, const char *key, const char *query)
 {
 	char def[160], *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *out = NULL;
 	const char *ep = w->endpoint;
 	size_t cap, n = 0, total;
+	bool path_style;
 	CURLU *u = NULL;
 
 	if (!ep) {
@@ -181,6 +195,7 @@ char *fx_s3_url(const struct fx_s3_where *w, const char *key, const char *query)
 		goto out;
 	if (curl_url_get(u, CURLUPART_PORT, &port, 0))
 		port = NULL;
+	path_style = w->path_style || path_style_host(host);
 	cap = 3 * (strlen(w->bucket) + (key ? strlen(key) : 0)) + 8;
 	path = malloc(cap);
 	if (!path)
@@ -188,7 +203,7 @@ char *fx_s3_url(const struct fx_s3_where *w, const char *key, const char *query)
 	/* cap holds every byte encoded, the two '/' and the NUL */
 	path[n++] = '/';
 	path[n] = '\0';
-	if (w->path_style) {
+	if (path_style) {
 		if (escape_into(w->bucket, false, path, cap, &n))
 			goto out;
 		path[n++] = '/';
@@ -200,10 +215,9 @@ char *fx_s3_url(const struct fx_s3_where *w, const char *key, const char *query)
 		(query ? strlen(query) : 0) + 16;
 	out = malloc(total);
 	if (out)
-		snprintf(out, total, "%s://%s%s%s%s%s%s%s%s", scheme,
-			 w->path_style ? "" : w->bucket, w->path_style ? "" : ".", host,
-			 port ? ":" : "", port ? port : "", path, query ? "?" : "",
-			 query ? query : "");
+		snprintf(out, total, "%s://%s%s%s%s%s%s%s%s", scheme, path_style ? "" : w->bucket,
+			 path_style ? "" : ".", host, port ? ":" : "", port ? port : "", path,
+			 query ? "?" : "", query ? query : "");
 out:
 	curl_free(scheme);
 	curl_free(host);

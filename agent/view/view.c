@@ -108,6 +108,7 @@ static void usage(FILE *f)
 		"      --region=REGION  the bucket's region (default AWS_REGION,\n"
 		"                       AWS_DEFAULT_REGION or us-east-1)\n"
 		"      --path-style     URLs endpoint/bucket/key (Ceph, MinIO), not bucket.host\n"
+		"                       (by itself for an IP address or localhost)\n"
 		"Where:\n"
 		"  -o, --output=FILE    write the profile to FILE (gzip; - for stdout)\n"
 		"      --serve[=ADDR:PORT]  serve it to the Firefox Profiler until Ctrl-C\n"

@@ -48,7 +48,10 @@ void fx_s3_creds_wipe(struct fx_s3_creds *c);
 struct fx_s3_where {
 	const char *endpoint; /* scheme://host[:port]; NULL: https://s3.<region>.amazonaws.com */
 	const char *region, *bucket;
-	bool path_style; /* endpoint/bucket/key, else bucket.host/key */
+	/* endpoint/bucket/key, else bucket.host/key; path style all the same
+	 * for an endpoint named by an IP address or localhost (no DNS name for
+	 * bucket.host), as AWS's CLI does. */
+	bool path_style;
 };
 
 /* The URL of @key in the bucket (URI-encoded as S3 signs it: all but A-Z

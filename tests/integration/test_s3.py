@@ -3,7 +3,8 @@
 (fxceph.py: a monitor, one memstore OSD and radosgw on 127.0.0.1, all in this
 test's private network namespace, ended by pid when it ends).
 
-1. Agent to bucket: the daemon with upload.s3 (path style, prefix "prod/",
+1. Agent to bucket: the daemon with upload.s3 (path style by itself for the
+   127.0.0.1 endpoint, prefix "prod/",
    credentials in files of mode 0600), targets ab (fx-hot-ab) and thr
    (fx-threads), 2 s windows, until 3 chunks of each are in the bucket, then
    SIGINT. Every chunk the agent wrote is one object, under
@@ -30,7 +31,8 @@ test's private network namespace, ended by pid when it ends).
    chunks (one a target) are in rejected/.
 7. A bucket that is not there: 404 NoSuchBucket in the log, the chunks in
    rejected/.
-8. `fxagent view s3://BUCKET/prod/ --target ab`: merges exactly ab's chunks
+8. `fxagent view s3://BUCKET/prod/ --target ab` (no --path-style: the
+   127.0.0.1 endpoint is path style by itself): merges exactly ab's chunks
    and downloads none of thr's (no chunk "not selected": the listing was
    narrowed by the keys); `--host` of another host finds nothing; the merged
    profile holds every sample of ab's objects; `--since 1h` keeps them all,
@@ -87,7 +89,6 @@ labels:
     region: {ceph.region}
     bucket: {BUCKET}
     prefix: {PREFIX}
-    path_style: true
     access_key_id_file: {secret_file(t, "key-id", ceph.key)}
     secret_access_key_file: {secret_file(t, "secret-" + os.path.basename(spool), secret)}
   connect_timeout: 1s
@@ -266,7 +267,7 @@ def run_view(t, ceph):
     out = os.path.join(t.work, "view-ab.json.gz")
     env = dict(os.environ, AWS_ACCESS_KEY_ID=ceph.key, AWS_SECRET_ACCESS_KEY=ceph.secret)
     base = [t.agent, "view", f"s3://{BUCKET}/{PREFIX}", "--endpoint", ceph.endpoint,
-            "--region", ceph.region, "--path-style"]
+            "--region", ceph.region]
     r = subprocess.run(base + ["--target", "ab", "-o", out, "--json"], capture_output=True,
                        text=True, timeout=fxtest.scaled(120), env=env)
     t.require(r.returncode == 0, f"view s3://: exit {r.returncode}: {r.stderr[-2000:]}")

@@ -145,6 +145,24 @@ static void test_urls(void **state)
 	u = fx_s3_url(&w, "k", NULL);
 	assert_string_equal(u, "https://profiles.s3.eu-west-1.amazonaws.com/k");
 	free(u);
+	/* An IP address or localhost has no bucket.host: path style anyway. */
+	w.endpoint = "http://127.0.0.1:9000";
+	u = fx_s3_url(&w, "k", NULL);
+	assert_string_equal(u, "http://127.0.0.1:9000/profiles/k");
+	free(u);
+	w.endpoint = "http://[::1]:9000";
+	u = fx_s3_url(&w, "k", NULL);
+	assert_string_equal(u, "http://[::1]:9000/profiles/k");
+	free(u);
+	w.endpoint = "http://LocalHost:9000";
+	u = fx_s3_url(&w, NULL, "list-type=2");
+	assert_string_equal(u, "http://LocalHost:9000/profiles/?list-type=2");
+	free(u);
+	/* a name that only starts like one is a name */
+	w.endpoint = "http://127.0.0.1.nip.example";
+	u = fx_s3_url(&w, "k", NULL);
+	assert_string_equal(u, "http://profiles.127.0.0.1.nip.example/k");
+	free(u);
 	w.endpoint = "ftp://host";
 	assert_null(fx_s3_url(&w, "k", NULL));
 	assert_int_equal(fx_s3_query_escape("abc", q, 3), -ENAMETOOLONG);
