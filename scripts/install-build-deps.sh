@@ -9,4 +9,4 @@ apt-get install -y --no-install-recommends \
 	libelf-dev libdw-dev zlib1g-dev libiberty-dev libyaml-dev \
 	libcurl4-openssl-dev libsystemd-dev libssl-dev \
 	libyajl-dev libmicrohttpd-dev libdebuginfod-dev libxml2-dev \
-	clang libbpf-dev
+	clang libbpf-dev libprotobuf-c-dev protobuf-c-compiler

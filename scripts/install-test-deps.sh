@@ -30,6 +30,7 @@ fi
 # (tests/integration/fxceph.py); like nginx, none of it starts by itself.
 # faketime: integration.s3 runs the agent an hour ahead of the store.
 # openjdk-17-jdk-headless: integration.jit_java (javac, java, jcmd).
+# golang-go: integration.view reads the pprof export with `go tool pprof`.
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
 	sqlite3 xz-utils \
@@ -38,7 +39,7 @@ apt-get install -y --no-install-recommends \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
 	clang-tidy cppcheck clang-14 libclang-rt-14-dev \
-	openjdk-17-jdk-headless
+	openjdk-17-jdk-headless golang-go
 [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
@@ -62,3 +63,10 @@ if [ "$(PATH="$bin:$PATH" "$bin/profiler-cli" --version 2>/dev/null)" != "$pcli_
 	npm_install "@firefox-devtools/profiler-cli@$pcli_version"
 fi
 PATH="$bin:$PATH" "$bin/profiler-cli" --version >/dev/null
+
+# speedscope: integration.view reads the folded export with its importer
+# (tests/tools/speedscope_folded.mjs).
+ss_version=1.22.2
+if [ "$(node -p "require('./build/node/node_modules/speedscope/package.json').version" 2>/dev/null)" != "$ss_version" ]; then
+	npm_install "speedscope@$ss_version"
+fi

@@ -64,28 +64,25 @@ static int gz_write(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
-int fx_gzip_json(fx_gzip_emit_fn emit, void *arg, fx_json_write_fn out, void *out_ctx,
-		 uint64_t *bytes)
+static struct gz *gz_new(fx_json_write_fn out, void *out_ctx)
 {
 	struct gz *g = calloc(1, sizeof(*g));
-	struct fx_json *j = NULL;
-	int rc = -ENOMEM;
 
 	if (!g)
-		return -ENOMEM;
+		return NULL;
 	g->out = out;
 	g->out_ctx = out_ctx;
 	/* 15 + 16: the gzip wrapper rather than zlib's. */
 	if (deflateInit2(&g->zs, GZIP_LEVEL, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
 		free(g);
-		return -ENOMEM;
+		return NULL;
 	}
-	j = fx_json_new(gz_write, g);
-	if (!j)
-		goto out;
-	rc = emit(j, arg);
-	if (!rc)
-		rc = fx_json_finish(j);
+	return g;
+}
+
+/* Ends the stream when @rc is 0, and frees @g; returns @rc or the end's. */
+static int gz_end(struct gz *g, int rc, uint64_t *bytes)
+{
 	if (!rc) {
 		g->zs.next_in = NULL;
 		g->zs.avail_in = 0;
@@ -93,11 +90,36 @@ int fx_gzip_json(fx_gzip_emit_fn emit, void *arg, fx_json_write_fn out, void *ou
 	}
 	if (!rc && bytes)
 		*bytes = g->bytes;
-out:
-	fx_json_free(j);
 	deflateEnd(&g->zs);
 	free(g);
 	return rc;
+}
+
+int fx_gzip_json(fx_gzip_emit_fn emit, void *arg, fx_json_write_fn out, void *out_ctx,
+		 uint64_t *bytes)
+{
+	struct gz *g = gz_new(out, out_ctx);
+	struct fx_json *j;
+	int rc;
+
+	if (!g)
+		return -ENOMEM;
+	j = fx_json_new(gz_write, g);
+	rc = j ? emit(j, arg) : -ENOMEM;
+	if (!rc)
+		rc = fx_json_finish(j);
+	fx_json_free(j);
+	return gz_end(g, rc, bytes);
+}
+
+int fx_gzip_bytes(const void *data, size_t len, fx_json_write_fn out, void *out_ctx,
+		  uint64_t *bytes)
+{
+	struct gz *g = gz_new(out, out_ctx);
+
+	if (!g)
+		return -ENOMEM;
+	return gz_end(g, gz_write(g, data, len), bytes);
 }
 
 int fx_gzip_write_fd(void *ctx, const void *buf, size_t len)

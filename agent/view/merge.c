@@ -66,7 +66,7 @@ uint32_t view_strtab_add(struct strtab *t, const char *s, size_t len)
 	return (uint32_t)t->n++;
 }
 
-static void strtab_free(struct strtab *t)
+void view_strtab_free(struct strtab *t)
 {
 	free(t->text);
 	free(t->ref);
@@ -156,7 +156,7 @@ void view_merge_free(struct merge *m)
 	struct rectab *tabs[] = { &m->libs,   &m->res,	  &m->nsyms,  &m->funcs,
 				  &m->frames, &m->stacks, &m->tracks, &m->windows };
 
-	strtab_free(&m->strs);
+	view_strtab_free(&m->strs);
 	for (size_t i = 0; i < sizeof(tabs) / sizeof(tabs[0]); i++)
 		view_rectab_free(tabs[i]);
 	fx_hashtab_free(&m->fold_h);
@@ -603,34 +603,66 @@ int view_merge_add(struct merge *m, const struct vchunk *c)
 
 /* ---- order ---- */
 
-/* Tracks in the order written: by host, then process, main thread first. */
-static int cmp_str(const struct merge *m, uint64_t a, uint64_t b)
+/* What tells a track from another, in its merge's strings: the host, the
+ * pid ("" with one track per host), the tid, on or off CPU. */
+struct track_id {
+	const char *host, *pid;
+	size_t hlen, plen;
+	double tid;
+	bool off_cpu;
+};
+
+static struct track_id track_id(const struct merge *m, uint32_t t)
 {
-	size_t la, lb;
-	const char *sa = view_strtab_at(&m->strs, (uint32_t)a, &la);
-	const char *sb = view_strtab_at(&m->strs, (uint32_t)b, &lb);
-	int r = memcmp(sa, sb, la < lb ? la : lb);
+	const uint64_t *k = view_rectab_at(&m->tracks, t);
+	struct track_id id = { .tid = from_bits(k[2]), .off_cpu = k[3] != 0 };
+
+	id.host = view_strtab_at(&m->strs, (uint32_t)k[0], &id.hlen);
+	id.pid = m->mode == FX_VIEW_MERGE_ALL ? ""
+					      : view_strtab_at(&m->strs, (uint32_t)k[1], &id.plen);
+	if (m->mode == FX_VIEW_MERGE_ALL)
+		id.plen = 0;
+	return id;
+}
+
+static int cmp_bytes(const char *a, size_t la, const char *b, size_t lb)
+{
+	int r = memcmp(a, b, la < lb ? la : lb);
 
 	return r ? r : (la > lb) - (la < lb);
+}
+
+/* The order of tracks: by host, pid (as a number, then as text), main
+ * thread first, tid, CPU before waits. It depends on what the tracks are,
+ * not on when they were met: two merges of the same tracks (--compare)
+ * order them alike. */
+static int cmp_track_id(const struct track_id *x, bool xmain, const struct track_id *y, bool ymain)
+{
+	int r = cmp_bytes(x->host, x->hlen, y->host, y->hlen);
+	double px = strtod(x->pid, NULL), py = strtod(y->pid, NULL);
+
+	if (r)
+		return r;
+	if (px != py)
+		return px < py ? -1 : 1;
+	r = cmp_bytes(x->pid, x->plen, y->pid, y->plen);
+	if (r)
+		return r;
+	if (xmain != ymain)
+		return xmain ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->off_cpu > y->off_cpu) - (x->off_cpu < y->off_cpu);
 }
 
 static int cmp_track(const void *a, const void *b, void *ctx)
 {
 	const struct merge *m = ctx;
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	const uint64_t *kx = view_rectab_at(&m->tracks, x), *ky = view_rectab_at(&m->tracks, y);
-	int r = cmp_str(m, kx[0], ky[0]);
-	double px, py;
+	struct track_id ix = track_id(m, x), iy = track_id(m, y);
+	int r = cmp_track_id(&ix, m->tinfo[x].main, &iy, m->tinfo[y].main);
 
-	if (r)
-		return r;
-	px = strtod(view_strtab_at(&m->strs, (uint32_t)kx[1], &(size_t){ 0 }), NULL);
-	py = strtod(view_strtab_at(&m->strs, (uint32_t)ky[1], &(size_t){ 0 }), NULL);
-	if (px != py)
-		return px < py ? -1 : 1;
-	if (m->tinfo[x].main != m->tinfo[y].main)
-		return m->tinfo[x].main ? -1 : 1;
-	return x < y ? -1 : x > y;
+	return r ? r : (x > y) - (x < y);
 }
 
 static int cmp_sample(const void *a, const void *b, void *ctx)
@@ -738,24 +770,12 @@ static int track_per_host(struct merge *m)
 	return rc;
 }
 
-int view_merge_finish(struct merge *m)
+/* m->order from the tracks, the hosts counted, the samples in that order. */
+static int order_tracks(struct merge *m)
 {
-	size_t nt;
-	int rc = add_gaps(m);
+	size_t nt = m->tracks.n;
 
-	if (rc == 0)
-		rc = track_per_host(m);
-	if (rc < 0)
-		return rc;
-	m->marker_name[MM_WINDOW] =
-		view_strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
-	m->marker_name[MM_LOST] = view_strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));
-	m->marker_name[MM_GAP] = view_strtab_add(&m->strs, FX_SCHEMA_GAP, strlen(FX_SCHEMA_GAP));
-	for (int i = 0; i < 3; i++) {
-		if (m->marker_name[i] == UINT32_MAX)
-			return -ENOMEM;
-	}
-	nt = m->tracks.n;
+	free(m->order);
 	/* order[0..nt): tracks in order; order[nt..2nt): each track's rank */
 	m->order = malloc(2 * nt * sizeof(*m->order) + 1);
 	if (!m->order)
@@ -773,9 +793,100 @@ int view_merge_finish(struct merge *m)
 	}
 	if (m->nsamples) /* qsort's array may not be NULL, even empty */
 		qsort_r(m->samples, m->nsamples, sizeof(*m->samples), cmp_sample, m);
+	return 0;
+}
+
+int view_merge_finish(struct merge *m)
+{
+	int rc = add_gaps(m);
+
+	if (rc == 0)
+		rc = track_per_host(m);
+	if (rc < 0)
+		return rc;
+	m->marker_name[MM_WINDOW] =
+		view_strtab_add(&m->strs, FX_SCHEMA_RECORDING, strlen(FX_SCHEMA_RECORDING));
+	m->marker_name[MM_LOST] = view_strtab_add(&m->strs, FX_SCHEMA_LOST, strlen(FX_SCHEMA_LOST));
+	m->marker_name[MM_GAP] = view_strtab_add(&m->strs, FX_SCHEMA_GAP, strlen(FX_SCHEMA_GAP));
+	for (int i = 0; i < 3; i++) {
+		if (m->marker_name[i] == UINT32_MAX)
+			return -ENOMEM;
+	}
+	rc = order_tracks(m);
+	if (rc < 0)
+		return rc;
 	if (!isfinite(m->start)) {
 		m->start = 0;
 		m->end = 0;
 	}
 	return 0;
+}
+
+/* ---- two merges side by side (--compare) ---- */
+
+static uint32_t copy_str(struct merge *to, const struct merge *from, uint64_t i)
+{
+	size_t len;
+	const char *s = view_strtab_at(&from->strs, (uint32_t)i, &len);
+
+	return view_strtab_add(&to->strs, s, len);
+}
+
+/* Adds to @to an empty track like @from's track @t. */
+static int copy_track(struct merge *to, const struct merge *from, uint32_t t)
+{
+	const uint64_t *k = view_rectab_at(&from->tracks, t);
+	const struct mtrack *ti = &from->tinfo[t];
+	uint64_t key[REC_MAX] = { copy_str(to, from, k[0]), 0, k[2], k[3] };
+	uint32_t name = copy_str(to, from, ti->name), pname = copy_str(to, from, ti->process_name);
+
+	if (from->mode != FX_VIEW_MERGE_ALL)
+		key[1] = copy_str(to, from, k[1]);
+	if (key[0] == UINT32_MAX || key[1] == UINT32_MAX || name == UINT32_MAX ||
+	    pname == UINT32_MAX || view_rectab_add(&to->tracks, key) == UINT32_MAX ||
+	    fx_grow(&to->tinfo, &to->tinfo_cap, to->tracks.n, sizeof(*to->tinfo)) < 0)
+		return -ENOMEM;
+	to->tinfo[to->tracks.n - 1] = (struct mtrack){
+		.name = name, .process_name = pname, .main = ti->main, .off_cpu = ti->off_cpu
+	};
+	return 0;
+}
+
+/* Adds to @b the tracks of @a it lacks; both in order (view_merge_finish). */
+static int add_missing(struct merge *b, const struct merge *a)
+{
+	size_t na = a->tracks.n, nb = b->tracks.n, j = 0;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < na; i++) {
+		uint32_t ta = a->order[i];
+		struct track_id ia = track_id(a, ta);
+		int r = 1;
+
+		while (j < nb) {
+			struct track_id ib = track_id(b, b->order[j]);
+
+			r = cmp_track_id(&ib, b->tinfo[b->order[j]].main, &ia, a->tinfo[ta].main);
+			if (r >= 0)
+				break;
+			j++;
+		}
+		if (r != 0)
+			rc = copy_track(b, a, ta);
+	}
+	return rc;
+}
+
+int view_merge_align(struct merge *a, struct merge *b)
+{
+	/* b gets a's tracks and is put in order; then a gets the rest of b's */
+	int rc = add_missing(b, a);
+
+	if (rc == 0)
+		rc = order_tracks(b);
+	if (rc == 0)
+		rc = add_missing(a, b);
+	if (rc == 0)
+		rc = order_tracks(a);
+	return rc;
 }

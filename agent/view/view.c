@@ -4,6 +4,7 @@
  * served. Bad chunks are counted and named in one summary line. */
 #include "fxagent/view.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -32,6 +33,12 @@
 #define SERVE_MAX_BYTES	    (1ull << 30)
 #define VIEW_DEFAULT_LISTEN NULL
 
+enum view_format {
+	FORMAT_PROFILE, /* the Firefox Profiler's */
+	FORMAT_FOLDED,	/* folded stacks: flamegraph.pl, inferno, speedscope */
+	FORMAT_PPROF,	/* pprof's profile.proto, gzip-compressed */
+};
+
 struct view_opts {
 	const char *sources[MAX_FILTERS];
 	size_t nsources;
@@ -49,6 +56,11 @@ struct view_opts {
 	char *debuginfod_urls;		     /* space-separated, or NULL */
 	const char *s3_endpoint, *s3_region; /* s3:// sources */
 	bool s3_path_style;
+	enum view_format format;
+	size_t top;	  /* --top N; 0: none */
+	bool merge_set;	  /* --merge given */
+	bool compare;	  /* a second selection follows --compare */
+	bool side_extras; /* options after --compare that are not a selection */
 };
 
 struct view_run {
@@ -62,6 +74,7 @@ struct view_run {
 	bool progress;
 	size_t done, total; /* chunks handed back, listed */
 	struct view_resym_stats resym;
+	const char *side; /* --compare: "before" or "after"; NULL: one selection */
 };
 
 static volatile sig_atomic_t stop_serving;
@@ -111,6 +124,17 @@ static void usage(FILE *f)
 		"                       (by itself for an IP address or localhost)\n"
 		"Where:\n"
 		"  -o, --output=FILE    write the profile to FILE (gzip; - for stdout)\n"
+		"  -f, --format=FORMAT  profile (the Firefox Profiler's, the default),\n"
+		"                       folded (flamegraph.pl, inferno, speedscope; text)\n"
+		"                       or pprof (go tool pprof, Pyroscope; gzip); folded and\n"
+		"                       pprof hold the on-CPU samples and go to FILE or stdout\n"
+		"      --top=N          print the N functions with the most self samples\n"
+		"                       (and their total) as a table, and serve nothing\n"
+		"      --compare ...    a second selection follows: SOURCEs, --target, --host,\n"
+		"                       --label and times given there replace the first's, an\n"
+		"                       --output names its file; both are served with one link\n"
+		"                       of the profiler's compare view (one track per host\n"
+		"                       unless --merge says otherwise)\n"
 		"      --serve[=ADDR:PORT]  serve it to the Firefox Profiler until Ctrl-C\n"
 		"                       (the default; 127.0.0.1 and a port in 3000-3099,\n"
 		"                       :0 for any port)\n"
@@ -190,6 +214,7 @@ enum {
 	OPT_ENDPOINT,
 	OPT_REGION,
 	OPT_PATH_STYLE,
+	OPT_TOP,
 };
 
 /* --debuginfod URL, added to the space-separated list libdebuginfod takes. */
@@ -239,6 +264,7 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 		*(c == OPT_FROM ? &o->from : &o->to) = v;
 		return 0;
 	case 'm':
+		o->merge_set = true;
 		if (!strcmp(arg, "threads"))
 			o->merge = FX_VIEW_MERGE_THREADS;
 		else if (!strcmp(arg, "processes"))
@@ -260,6 +286,25 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 		return add_filter(o->debug_dirs, &o->ndebug_dirs, arg, "--debug-dir");
 	case OPT_DEBUGINFOD:
 		return add_debuginfod(o, arg);
+	case 'f':
+		if (!strcmp(arg, "profile"))
+			o->format = FORMAT_PROFILE;
+		else if (!strcmp(arg, "folded"))
+			o->format = FORMAT_FOLDED;
+		else if (!strcmp(arg, "pprof"))
+			o->format = FORMAT_PPROF;
+		else
+			return bad_option("--format", arg, "profile, folded or pprof");
+		return 0;
+	case OPT_TOP: {
+		char *end;
+		unsigned long long n = strtoull(arg, &end, 10);
+
+		if (*end || end == arg || arg[0] == '-' || n < 1 || n > 100000)
+			return bad_option("--top", arg, "a number from 1 to 100000");
+		o->top = (size_t)n;
+		return 0;
+	}
 	case OPT_MAX: {
 		char *end;
 		unsigned long long n = strtoull(arg, &end, 10);
@@ -274,7 +319,36 @@ static int view_option(int c, const char *arg, struct view_opts *o)
 	}
 }
 
-static int parse_args(int argc, char **argv, struct view_opts *o)
+/* Where each output goes: one of them at most on stdout, a binary one not
+ * on a terminal, and serving only the profile. */
+static int check_outputs(struct view_opts *o)
+{
+	bool to_stdout;
+
+	if (o->format != FORMAT_PROFILE && !o->output)
+		o->output = "-";
+	to_stdout = o->output && !strcmp(o->output, "-");
+	if (to_stdout + o->json + (o->top > 0) > 1) {
+		fx_err("view: %s want stdout", o->json && o->top ? "--json and --top both"
+					       : o->json	 ? "--json and the output both"
+								 : "--top and the output both");
+		return -EINVAL;
+	}
+	if (o->serve && o->format != FORMAT_PROFILE) {
+		fx_err("view: --serve serves the profile format only");
+		return -EINVAL;
+	}
+	if (to_stdout && o->format == FORMAT_PPROF && isatty(STDOUT_FILENO)) {
+		fx_err("view: pprof is binary: give --output FILE, or send stdout elsewhere");
+		return -EINVAL;
+	}
+	if (!o->output && !o->top)
+		o->serve = true;
+	return 0;
+}
+
+/* The options and SOURCEs of @argv (argv[0] is "view") into @o. */
+static int parse_words(int argc, char **argv, struct view_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "target", required_argument, NULL, 't' },
@@ -295,13 +369,15 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		{ "endpoint", required_argument, NULL, OPT_ENDPOINT },
 		{ "region", required_argument, NULL, OPT_REGION },
 		{ "path-style", no_argument, NULL, OPT_PATH_STYLE },
+		{ "format", required_argument, NULL, 'f' },
+		{ "top", required_argument, NULL, OPT_TOP },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "t:H:l:m:o:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:H:l:m:o:f:h", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
 			exit(0);
@@ -331,6 +407,68 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		if (add_filter(o->sources, &o->nsources, argv[i], "SOURCE") < 0)
 			return -EINVAL;
 	}
+	return 0;
+}
+
+/* The second selection of --compare: @a's, with what the words after
+ * --compare (@argc, @argv; argv[0] is "view") name instead. */
+static int parse_compare(int argc, char **argv, const struct view_opts *a, struct view_opts *b)
+{
+	struct view_opts w = { 0 };
+	int rc = parse_words(argc, argv, &w);
+
+	free(w.debuginfod_urls);
+	if (rc < 0)
+		return rc;
+	if (w.merge_set || w.bucket_ms || w.max_samples || w.serve || w.open || w.json ||
+	    w.ndebug_dirs || w.debuginfod_urls || w.s3_endpoint || w.s3_region || w.s3_path_style ||
+	    w.format || w.top) {
+		fx_err("view: after --compare: SOURCEs, --target, --host, --label, --since, "
+		       "--from, --to and --output only (the rest is the first selection's)");
+		return -EINVAL;
+	}
+	if (!a->output != !w.output || (w.output && !strcmp(w.output, "-"))) {
+		fx_err("view: --compare writes two files: an --output before --compare and one "
+		       "after it");
+		return -EINVAL;
+	}
+	*b = *a;
+	b->compare = false;
+	b->debuginfod_urls = NULL; /* the first's, freed with it */
+	b->output = w.output;
+	if (w.nsources) {
+		memcpy(b->sources, w.sources, sizeof(w.sources));
+		b->nsources = w.nsources;
+	}
+	if (w.ntargets) {
+		memcpy(b->targets, w.targets, sizeof(w.targets));
+		b->ntargets = w.ntargets;
+	}
+	if (w.nhosts) {
+		memcpy(b->hosts, w.hosts, sizeof(w.hosts));
+		b->nhosts = w.nhosts;
+	}
+	if (w.nlabels) {
+		memcpy(b->labels, w.labels, sizeof(w.labels));
+		b->nlabels = w.nlabels;
+	}
+	if (w.from || w.to) {
+		b->from = w.from;
+		b->to = w.to;
+	}
+	if (b->from && b->to && b->from >= b->to) {
+		fx_err("view: after --compare: --from is not before --to");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct view_opts *o)
+{
+	int rc = parse_words(argc, argv, o);
+
+	if (rc < 0)
+		return rc;
 	if (!o->nsources) {
 		fx_err("view: no SOURCE: name a directory, a chunk file, an http(s):// listing or "
 		       "s3://BUCKET/PREFIX");
@@ -340,12 +478,16 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		fx_err("view: --from is not before --to");
 		return -EINVAL;
 	}
-	if (o->output && !strcmp(o->output, "-") && o->json) {
-		fx_err("view: --json and --output - both want stdout");
+	/* Two slices compare best as one track per host: processes come and
+	 * go between them, hosts stay. */
+	if (o->compare && !o->merge_set)
+		o->merge = FX_VIEW_MERGE_ALL;
+	if (check_outputs(o) < 0)
+		return -EINVAL;
+	if (o->compare && o->output && !strcmp(o->output, "-")) {
+		fx_err("view: --compare writes two files: an --output FILE on each side");
 		return -EINVAL;
 	}
-	if (!o->output)
-		o->serve = true;
 	return 0;
 }
 
@@ -503,9 +645,11 @@ static int read_source(struct view_run *r, const char *spec)
 
 static void summary(const struct view_run *r)
 {
-	fprintf(stderr, "view: merged %zu of %zu chunks: %llu samples on %zu tracks of %u hosts%s",
-		r->merged, r->found, (unsigned long long)r->m.raw_samples, r->m.tracks.n,
-		r->m.nhosts, r->unselected || r->duplicates || r->bad ? "; skipped" : "\n");
+	fprintf(stderr,
+		"view%s%s%s: merged %zu of %zu chunks: %llu samples on %zu tracks of %u hosts%s",
+		r->side ? " (" : "", r->side ? r->side : "", r->side ? ")" : "", r->merged,
+		r->found, (unsigned long long)r->m.raw_samples, r->m.tracks.n, r->m.nhosts,
+		r->unselected || r->duplicates || r->bad ? "; skipped" : "\n");
 	if (r->unselected)
 		fprintf(stderr, " %zu not selected%s", r->unselected,
 			r->duplicates || r->bad ? "," : "");
@@ -605,87 +749,320 @@ static int serve_bytes(const void *data, size_t len, const char *listen, bool op
 	return 0;
 }
 
+static int write_bytes(int fd, void *arg)
+{
+	const struct fx_gzip_buf *b = arg;
+
+	return fx_gzip_write_fd(&fd, b->data, b->len);
+}
+
+/* --format folded or pprof: made whole in memory, then written. */
+static int output_export(const struct view_run *r, uint64_t *bytes)
+{
+	const struct view_opts *o = r->o;
+	const char *name = o->format == FORMAT_PPROF ? "pprof" : "folded";
+	struct fx_gzip_buf buf = { 0 };
+	int fd = STDOUT_FILENO;
+	int rc = o->format == FORMAT_PPROF ? view_export_pprof(&r->m, &buf)
+					   : view_export_folded(&r->m, &buf);
+
+	if (rc < 0) {
+		free(buf.data);
+		return fx_log_errno(FX_LOG_ERR, -rc, "view: cannot make the %s export", name);
+	}
+	*bytes = buf.len;
+	if (strcmp(o->output, "-"))
+		rc = fx_atomic_file_write(o->output, 0644, FX_LOG_ERR, write_bytes, &buf);
+	else if ((rc = fx_gzip_write_fd(&fd, buf.data, buf.len)) < 0)
+		fx_log_errno(FX_LOG_ERR, -rc, "view: cannot write the %s export to stdout", name);
+	free(buf.data);
+	return rc;
+}
+
+/* The profile format to --output. */
+static int output_profile(struct view_run *r, struct file_job *job)
+{
+	int fd = STDOUT_FILENO;
+	int rc;
+
+	if (strcmp(r->o->output, "-"))
+		return fx_atomic_file_write(r->o->output, 0644, FX_LOG_ERR, write_job, job);
+	rc = fx_gzip_json(emit_merge, &r->m, fx_gzip_write_fd, &fd, &job->bytes);
+	if (rc < 0)
+		return fx_log_errno(FX_LOG_ERR, -rc, "view: cannot write the profile to stdout");
+	return 0;
+}
+
+/* --output, in its format. */
+static int output_write(struct view_run *r, uint64_t *bytes)
+{
+	struct file_job job = { .m = &r->m };
+	int rc;
+
+	if (!r->o->output)
+		return 0;
+	if (r->o->format != FORMAT_PROFILE)
+		return output_export(r, bytes);
+	rc = output_profile(r, &job);
+	*bytes = job.bytes;
+	return rc;
+}
+
+static int output_top(struct view_run *r)
+{
+	int rc;
+
+	if (r->side)
+		printf("%s%s:\n", strcmp(r->side, "before") ? "\n" : "", r->side);
+	rc = view_export_top(&r->m, r->o->top, stdout);
+	fflush(stdout);
+	if (rc < 0)
+		return fx_log_errno(FX_LOG_ERR, -rc, "view: cannot count the top functions");
+	return 0;
+}
+
+static int build_served(struct view_run *r, struct fx_gzip_buf *buf, uint64_t *bytes)
+{
+	int rc = fx_gzip_json(emit_merge, &r->m, fx_gzip_write_buf, buf, bytes);
+
+	if (rc < 0)
+		return fx_log_errno(FX_LOG_ERR, -rc, "view: cannot build the profile to serve");
+	return 0;
+}
+
+/* The second server's address: the first's, on the next port when a port
+ * was named (an ssh -L forwards both); as given otherwise. */
+static const char *next_listen(const char *listen, unsigned int port, char *out, size_t size)
+{
+	const char *colon = listen ? strrchr(listen, ':') : NULL;
+
+	if (!colon || colon[1] == '\0' || !strcmp(colon + 1, "0") ||
+	    (strchr(listen, ']') && colon < strchr(listen, ']')))
+		return listen;
+	snprintf(out, size, "%.*s:%u", (int)(colon - listen), listen, port + 1);
+	return out;
+}
+
+/* A profiler link that opens @link's profile with thread @thread chosen
+ * (URL version 17 of the profiler's state), percent-encoded as a query
+ * value; malloc'ed. */
+static char *compare_entry(const char *link, size_t thread)
+{
+	char raw[4096];
+	char *enc;
+
+	snprintf(raw, sizeof(raw), "%scalltree/?thread=%zu&v=17", link, thread);
+	enc = curl_easy_escape(NULL, raw, 0);
+	return enc;
+}
+
+/* Serves both profiles, each from its own server, and prints one link of
+ * the profiler's compare view that loads both with the same thread. */
+static int serve_compare(struct fx_gzip_buf buf[2], size_t thread, const char *listen, bool open)
+{
+	static const char *const names[2] = { "before.json.gz", "after.json.gz" };
+	struct sigaction sa = { .sa_handler = on_stop };
+	struct fx_serve *s[2] = { NULL, NULL };
+	char addr[300], *entry[2] = { NULL, NULL };
+	const char *link, *from;
+	int rc = 0;
+
+	for (int i = 0; rc == 0 && i < 2; i++) {
+		struct fx_serve_options so = {
+			.listen = i ? next_listen(listen, fx_serve_port(s[0]), addr, sizeof(addr))
+				    : listen,
+			.name = names[i]
+		};
+
+		rc = fx_serve_start(&so, buf[i].data, buf[i].len, &s[i]);
+		if (rc == 0 && !(entry[i] = compare_entry(fx_serve_link(s[i]), thread)))
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		link = fx_serve_link(s[0]);
+		from = strstr(link, "/from-url/");
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		printf("Serving the profiles at %s and %s\n"
+		       "Compare them in the Firefox Profiler: "
+		       "%.*s/compare/?profiles[]=%s&profiles[]=%s\n"
+		       "Press Ctrl-C to stop.\n",
+		       fx_serve_url(s[0]), fx_serve_url(s[1]), (int)(from ? from - link : 0), link,
+		       entry[0], entry[1]);
+		fflush(stdout);
+		if (open)
+			fx_warn("view: --open with --compare: open the link above in a browser");
+		fx_serve_wait(s[0], &stop_serving);
+	}
+	curl_free(entry[0]);
+	curl_free(entry[1]);
+	fx_serve_free(s[0]);
+	fx_serve_free(s[1]);
+	return rc;
+}
+
 static int output(struct view_run *r)
 {
 	const struct view_opts *o = r->o;
 	struct fx_gzip_buf buf = { .max = SERVE_MAX_BYTES };
-	struct file_job job = { .m = &r->m };
-	int rc = 0;
+	uint64_t bytes = 0;
+	int rc = o->top ? output_top(r) : 0;
 
-	if (o->output && !strcmp(o->output, "-")) {
-		int fd = STDOUT_FILENO;
-
-		rc = fx_gzip_json(emit_merge, &r->m, fx_gzip_write_fd, &fd, &job.bytes);
-		if (rc < 0)
-			return fx_log_errno(FX_LOG_ERR, -rc,
-					    "view: cannot write the profile to stdout");
-	} else if (o->output) {
-		rc = fx_atomic_file_write(o->output, 0644, FX_LOG_ERR, write_job, &job);
-		if (rc < 0)
-			return rc;
-	}
-	if (o->serve) {
-		rc = fx_gzip_json(emit_merge, &r->m, fx_gzip_write_buf, &buf, &job.bytes);
-		if (rc < 0) {
-			free(buf.data);
-			return fx_log_errno(FX_LOG_ERR, -rc,
-					    "view: cannot build the profile to serve");
-		}
-	}
-	if (o->json)
-		json_summary(r, job.bytes);
-	if (o->serve)
+	if (rc == 0)
+		rc = output_write(r, &bytes);
+	if (rc == 0 && o->serve)
+		rc = build_served(r, &buf, &bytes);
+	if (rc == 0 && o->json)
+		json_summary(r, bytes);
+	if (rc == 0 && o->serve)
 		rc = serve_bytes(buf.data, buf.len, o->listen, o->open);
 	free(buf.data);
 	return rc;
+}
+
+static int output_compare(struct view_run *a, struct view_run *b)
+{
+	const struct view_opts *o = a->o;
+	struct fx_gzip_buf buf[2] = { { .max = SERVE_MAX_BYTES }, { .max = SERVE_MAX_BYTES } };
+	uint64_t bytes[2] = { 0, 0 };
+	int rc = 0;
+
+	if (o->top) {
+		rc = output_top(a);
+		if (rc == 0)
+			rc = output_top(b);
+	}
+	if (rc == 0)
+		rc = output_write(a, &bytes[0]);
+	if (rc == 0)
+		rc = output_write(b, &bytes[1]);
+	if (rc == 0 && o->serve)
+		rc = build_served(a, &buf[0], &bytes[0]);
+	if (rc == 0 && o->serve)
+		rc = build_served(b, &buf[1], &bytes[1]);
+	if (rc == 0 && o->json) {
+		json_summary(a, bytes[0]);
+		json_summary(b, bytes[1]);
+	}
+	if (rc == 0 && o->serve)
+		rc = serve_compare(buf, view_busiest_track(&a->m), o->listen, o->open);
+	free(buf[0].data);
+	free(buf[1].data);
+	return rc;
+}
+
+/* Merges the selection of r->o: every source read, the merge finished and
+ * its frames named; the summary said. Returns 0, -ENOENT when nothing was
+ * merged, or -errno. */
+static int run_selection(struct view_run *r)
+{
+	const struct view_opts *o = r->o;
+	int rc = 0;
+
+	view_merge_init(&r->m, o->merge, o->bucket_ms, o->max_samples);
+	r->m.from = o->from;
+	r->m.to = o->to;
+	r->progress = isatty(STDERR_FILENO) && !o->json;
+	r->start_ns = fx_now_ns(CLOCK_MONOTONIC);
+	/* Readers on the other CPUs; this thread merges. */
+	if (view_pool_new(ncpus() - 1, on_meta, (void *)o, on_read, r, &r->pool) < 0)
+		rc = fx_log_errno(FX_LOG_ERR, ENOMEM, "view: cannot start");
+	for (size_t i = 0; rc == 0 && i < o->nsources; i++) {
+		int src = read_source(r, o->sources[i]);
+
+		if (src == -ENOMEM)
+			rc = src;
+	}
+	view_pool_free(r->pool);
+	r->pool = NULL;
+	if (rc == 0)
+		rc = view_merge_finish(&r->m);
+	if (rc == 0) {
+		struct view_resym_opts ro = { .debug_dirs = o->debug_dirs,
+					      .ndebug_dirs = o->ndebug_dirs,
+					      .debuginfod_urls = o->debuginfod_urls };
+
+		rc = view_resym(&r->m, &ro, &r->resym);
+	}
+	summary(r);
+	if (rc == 0 && !r->merged) {
+		fx_err("view%s%s: no chunk to merge%s", r->side ? " " : "", r->side ? r->side : "",
+		       r->found ? " (none selected or none good)" : " found");
+		rc = -ENOENT;
+	}
+	return rc;
+}
+
+static void run_free(struct view_run *r)
+{
+	for (size_t i = 0; i < BAD_NAMED; i++)
+		free(r->bad_names[i]);
+	view_merge_free(&r->m);
+}
+
+/* The words before "--compare" are the first selection's, those after it
+ * the second's; 0 when there is none. */
+static int compare_at(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--compare"))
+			return i;
+	}
+	return 0;
+}
+
+static int compare_main(struct view_opts *o, int at, int argc, char **argv)
+{
+	struct view_opts ob;
+	struct view_run a = { .o = o, .side = "before" }, b = { .o = &ob, .side = "after" };
+	char **words = calloc((size_t)(argc - at) + 1, sizeof(*words));
+	int rc;
+
+	if (!words)
+		return 1;
+	words[0] = argv[0];
+	memcpy(words + 1, argv + at + 1, (size_t)(argc - at - 1) * sizeof(*words));
+	rc = parse_compare(argc - at, words, o, &ob);
+	free(words);
+	if (rc < 0) {
+		fprintf(stderr, "Try 'fxagent view --help'.\n");
+		return EXIT_USAGE;
+	}
+	rc = run_selection(&a);
+	if (rc == 0)
+		rc = run_selection(&b);
+	if (rc == 0)
+		rc = view_merge_align(&a.m, &b.m);
+	if (rc == 0)
+		rc = output_compare(&a, &b);
+	run_free(&a);
+	run_free(&b);
+	return rc < 0 ? 1 : 0;
 }
 
 int fx_view_main(int argc, char **argv)
 {
 	struct view_opts o = { .max_samples = DEFAULT_MAX_SAMPLES };
 	struct view_run r = { .o = &o };
-	int rc = 0;
+	int at = compare_at(argc, argv);
+	int rc;
 
-	if (parse_args(argc, argv, &o) < 0) {
+	o.compare = at > 0;
+	if (parse_args(at ? at : argc, argv, &o) < 0) {
 		free(o.debuginfod_urls);
 		fprintf(stderr, "Try 'fxagent view --help'.\n");
 		return EXIT_USAGE;
 	}
-	view_merge_init(&r.m, o.merge, o.bucket_ms, o.max_samples);
-	r.m.from = o.from;
-	r.m.to = o.to;
-	r.progress = isatty(STDERR_FILENO) && !o.json;
-	r.start_ns = fx_now_ns(CLOCK_MONOTONIC);
-	/* Readers on the other CPUs; this thread merges. */
-	if (view_pool_new(ncpus() - 1, on_meta, &o, on_read, &r, &r.pool) < 0)
-		rc = fx_log_errno(FX_LOG_ERR, ENOMEM, "view: cannot start");
-	for (size_t i = 0; rc == 0 && i < o.nsources; i++) {
-		int src = read_source(&r, o.sources[i]);
-
-		if (src == -ENOMEM)
-			rc = src;
+	if (at) {
+		rc = compare_main(&o, at, argc, argv);
+		free(o.debuginfod_urls);
+		return rc;
 	}
-	view_pool_free(r.pool);
-	if (rc == 0)
-		rc = view_merge_finish(&r.m);
-	if (rc == 0) {
-		struct view_resym_opts ro = { .debug_dirs = o.debug_dirs,
-					      .ndebug_dirs = o.ndebug_dirs,
-					      .debuginfod_urls = o.debuginfod_urls };
-
-		rc = view_resym(&r.m, &ro, &r.resym);
-	}
-	summary(&r);
-	if (rc == 0 && !r.merged) {
-		fx_err("view: no chunk to merge%s",
-		       r.found ? " (none selected or none good)" : " found");
-		rc = -ENOENT;
-	}
+	rc = run_selection(&r);
 	if (rc == 0)
 		rc = output(&r);
-	for (size_t i = 0; i < BAD_NAMED; i++)
-		free(r.bad_names[i]);
-	view_merge_free(&r.m);
+	run_free(&r);
 	free(o.debuginfod_urls);
 	return rc < 0 ? 1 : 0;
 }

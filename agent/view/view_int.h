@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "fxagent/gzip.h"
 #include "fxagent/hashtab.h"
 #include "fxagent/json.h"
 #include "fxagent/profile.h"
@@ -257,8 +259,14 @@ bool view_merge_has_window(struct merge *m, const struct vchunk *c);
 /* After the last chunk: the gap markers, samples folded and in time order
  * per track. Returns 0 or -ENOMEM. */
 int view_merge_finish(struct merge *m);
+/* After view_merge_finish on both: each gets an empty track for every track
+ * only the other has, and both are put in the same order, so that a track's
+ * place is the same in both profiles (the profiler's compare view takes the
+ * same thread of each). Returns 0 or -ENOMEM. */
+int view_merge_align(struct merge *a, struct merge *b);
 /* Interns a string. Returns its index or UINT32_MAX when memory ran out. */
 uint32_t view_strtab_add(struct strtab *t, const char *s, size_t len);
+void view_strtab_free(struct strtab *t);
 static inline const char *view_strtab_at(const struct strtab *t, uint32_t i, size_t *len)
 {
 	*len = (size_t)(t->ref[i] & 0xffffffffu);
@@ -297,5 +305,37 @@ int view_resym(struct merge *m, const struct view_resym_opts *o, struct view_res
 
 /* Writes the merged profile @m to @j. Returns 0 or the writer's -errno. */
 int view_write_json(const struct merge *m, struct fx_json *j);
+/* The process name track @t is shown under: with its host when there are
+ * several hosts (and one track is not a host already). */
+void view_track_process(const struct merge *m, uint32_t t, char *out, size_t size);
+
+/* ---- exports for other tools (export.c, pprof.c) ---- */
+
+/* On-CPU samples summed by track and stack. */
+struct view_weight {
+	uint32_t track, stack;
+	uint64_t weight;
+};
+
+/* The on-CPU samples of @m with a stack, summed by (track, stack), in the
+ * tracks' order: *@out (malloc'ed), *@n of them; *@total gets every on-CPU
+ * sample's weight, those without a stack too. Off-CPU tracks are left out:
+ * their weights are time, not samples. Returns 0 or -ENOMEM. */
+int view_stack_weights(const struct merge *m, struct view_weight **out, size_t *n, uint64_t *total);
+/* The place (rank) of the track with the most on-CPU samples; 0 if none. */
+size_t view_busiest_track(const struct merge *m);
+/* The function of stack @s's frame (a funcs index), or UINT32_MAX. */
+uint32_t view_stack_func(const struct merge *m, uint64_t s);
+/* Folded stacks, flamegraph.pl's input: a line per distinct stack, the
+ * track's process name then the functions root first, ';' between them,
+ * then a space and the samples. Appended to @out. Returns 0 or -errno. */
+int view_export_folded(const struct merge *m, struct fx_gzip_buf *out);
+/* The @n functions with the most self samples, with their total, as a text
+ * table on @f. Returns 0 or -ENOMEM. */
+int view_export_top(const struct merge *m, size_t n, FILE *f);
+/* A pprof profile (profile.proto, gzip-compressed) appended to @out: one
+ * sample per track and stack, labelled with the thread, process and host.
+ * Returns 0 or -errno. */
+int view_export_pprof(const struct merge *m, struct fx_gzip_buf *out);
 
 #endif

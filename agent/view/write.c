@@ -316,20 +316,26 @@ static void track_ids(const struct merge *m, uint32_t t, size_t rank, char *pid,
 						: (int64_t)strtoll(str(m, key[1]), NULL, 10);
 }
 
+void view_track_process(const struct merge *m, uint32_t t, char *out, size_t size)
+{
+	const char *host = str(m, view_rectab_at(&m->tracks, t)[0]);
+
+	if (m->nhosts > 1 && m->mode != FX_VIEW_MERGE_ALL)
+		snprintf(out, size, "%s (%s)", str(m, m->tinfo[t].process_name), host);
+	else
+		snprintf(out, size, "%s", str(m, m->tinfo[t].process_name));
+}
+
 static void write_thread(const struct merge *m, size_t rank, bool carrier, const struct msample *s,
 			 size_t n, struct fx_json *j)
 {
 	uint32_t t = m->order[rank];
 	const struct mtrack *ti = &m->tinfo[t];
-	const char *host = str(m, view_rectab_at(&m->tracks, t)[0]);
 	char pid[600], pname[600];
 	int64_t tid;
 
 	track_ids(m, t, rank, pid, sizeof(pid), &tid);
-	if (m->nhosts > 1 && m->mode != FX_VIEW_MERGE_ALL)
-		snprintf(pname, sizeof(pname), "%s (%s)", str(m, ti->process_name), host);
-	else
-		snprintf(pname, sizeof(pname), "%s", str(m, ti->process_name));
+	view_track_process(m, t, pname, sizeof(pname));
 	fx_json_object_begin(j);
 	fx_profile_thread_head(j, str(m, ti->name), pname, ti->main, pid, tid);
 	write_samples(m, s, n, ti->off_cpu, j);

@@ -19,6 +19,10 @@ typedef int (*fx_gzip_emit_fn)(struct fx_json *j, void *arg);
 int fx_gzip_json(fx_gzip_emit_fn emit, void *arg, fx_json_write_fn out, void *out_ctx,
 		 uint64_t *bytes);
 
+/* The same for @len bytes at @data (a binary message, a text). */
+int fx_gzip_bytes(const void *data, size_t len, fx_json_write_fn out, void *out_ctx,
+		  uint64_t *bytes);
+
 /* An @out for fx_gzip_json that writes to the file descriptor *(int *)ctx,
  * whole (short writes and EINTR retried). */
 int fx_gzip_write_fd(void *ctx, const void *buf, size_t len);

@@ -31,6 +31,8 @@ import os
 import shutil
 import signal
 import subprocess
+import urllib.parse
+import urllib.request
 
 import fxtest
 from fxdaemon import Daemon
@@ -433,6 +435,160 @@ def check_time_forms(t, chunks):
             f"differing: {next(((x, y) for x, y in zip(got, want) if x != y), None)}")
 
 
+def reference(d):
+    """What the merged profile says, on CPU: {(process, names root first):
+    weight}, and per function name its self and total weight (a sample once
+    in each function on its stack)."""
+    sh = d["shared"]
+    names = sh["stringArray"]
+    frame, prefix = sh["stackTable"]["frame"], sh["stackTable"]["prefixOffset"]
+
+    def path(st):
+        out = []
+        while True:
+            out.append(names[sh["funcTable"]["name"][sh["frameTable"]["func"][frame[st]]]])
+            if not prefix[st]:
+                return out[::-1]
+            st -= prefix[st]
+    stacks, self_w, total_w = collections.Counter(), collections.Counter(), collections.Counter()
+    for th in d["threads"]:
+        s = th["samples"]
+        if s.get("weightType") == "tracing-ms":
+            continue
+        for st, w in zip(s["stack"], s["weight"] or [1] * s["length"]):
+            if st is None:
+                continue
+            p = path(st)
+            stacks[(th["processName"], *p)] += w
+            self_w[p[-1]] += w
+            for f in set(p):
+                total_w[f] += w
+    return stacks, self_w, total_w
+
+
+def check_exports(t, out):
+    """--format folded read by speedscope's importer, --format pprof by
+    `go tool pprof`, --top against profiler-cli: the merge's numbers, exactly."""
+    merged = os.path.join(t.work, "all.json.gz")
+    view(t, out, "-o", merged)
+    d = load(merged)
+    stacks, self_w, total_w = reference(d)
+    t.require(stacks, "the merge has no on-CPU samples")
+
+    folded = os.path.join(t.work, "all.folded")
+    view(t, out, "--format", "folded", "-o", folded)
+    modules = os.path.dirname(os.path.dirname(t.pcli))
+    r = subprocess.run(["node", os.path.join(os.path.dirname(t.lint), "speedscope_folded.mjs"),
+                        os.path.join(modules, "speedscope"), folded], capture_output=True,
+                       text=True, timeout=fxtest.scaled(60),
+                       env=dict(os.environ, PATH=os.path.dirname(t.pcli) + ":" + os.environ["PATH"]))
+    t.require(r.returncode == 0, f"speedscope's importer: exit {r.returncode}: {r.stderr[-800:]}")
+    got = collections.Counter()
+    for row in json.loads(r.stdout):
+        got[tuple(row["stack"])] += row["weight"]
+    with open(folded) as f:
+        lines = f.read().splitlines()
+    t.check(got == stacks, f"folded through speedscope: {sum(got.values())} samples in "
+            f"{len(got)} stacks, the merge {sum(stacks.values())} in {len(stacks)}; "
+            f"first differing {next(((k, got[k], stacks[k]) for k in set(got) | set(stacks) if got[k] != stacks[k]), None)}")
+    t.check(len(lines) == len(got), f"folded: {len(lines)} lines, speedscope read {len(got)}")
+
+    pprof = os.path.join(t.work, "all.pb.gz")
+    view(t, out, "--format", "pprof", "-o", pprof)
+    r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples", "-symbolize=none",
+                        "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0", pprof],
+                       capture_output=True, text=True, timeout=fxtest.scaled(120),
+                       env=dict(os.environ, HOME=t.work, GOCACHE=os.path.join(t.work, "gocache")))
+    t.require(r.returncode == 0, f"go tool pprof -top: exit {r.returncode}: {r.stderr[-800:]}")
+    t.save("pprof-top.txt", r.stdout)
+    rows = {}
+    for ln in r.stdout.splitlines():
+        parts = ln.split(None, 5)
+        if len(parts) == 6 and parts[0].isdigit() and parts[3].isdigit():
+            rows[parts[5]] = (int(parts[0]), int(parts[3]))
+    want = {f: (self_w[f], total_w[f]) for f in total_w}
+    t.check(rows == want, f"go tool pprof -top: {len(rows)} functions, the merge {len(want)}; "
+            f"first differing {next(((f, rows.get(f), want.get(f)) for f in set(rows) | set(want) if rows.get(f) != want.get(f)), None)}")
+    t.check(f"Total samples = {sum(stacks.values())}" in r.stdout or
+            f"of {sum(stacks.values())} total" in r.stdout,
+            f"go tool pprof's total is not {sum(stacks.values())}: {r.stdout[:300]}")
+
+    r = view(t, out, "--top", "100000")
+    top = []
+    for ln in r.stdout.splitlines()[2:]:
+        parts = ln.split(None, 4)
+        name, _, lib = parts[4].rpartition(" (")
+        top.append(((name, lib.rstrip(")")), (int(parts[0]), int(parts[2]))))
+    cli = t.cli(merged, "all")
+    handles = ",".join(row["threadHandle"] for row in cli.threads())
+    rows = cli.json("thread", "functions", "--thread", handles, "--limit", "0")["functions"]
+    cli.stop()
+    want = {(row["name"], row.get("library") or ""): (row["selfSamples"], row["totalSamples"])
+            for row in rows if row["totalSamples"]}
+    t.check(dict(top) == want, f"--top: {len(top)} functions, profiler-cli {len(want)}; first "
+            f"differing {next(((k, dict(top).get(k), want.get(k)) for k in set(dict(top)) | set(want) if dict(top).get(k) != want.get(k)), None)}")
+    t.check([v for _, v in top] == sorted((v for _, v in top), key=lambda v: (-v[0], -v[1])),
+            "--top: not in the order of self, then total samples")
+    r3 = view(t, out, "--top", "3")
+    t.check(r3.stdout.splitlines()[2:] == r.stdout.splitlines()[2:5],
+            f"--top 3 is not the first 3 rows: {r3.stdout}")
+
+
+def check_compare(t):
+    """--compare: a "deploy" that doubled hot_b's share (fx-hot-ab with hot_b
+    6 times a round), before and after, as two profiles with the same tracks
+    and one compare link that serves both."""
+    runs = {}
+    for side, rounds in (("before", 1), ("after", 6)):
+        w = t.workload("fx-hot-ab", 4, rounds)
+        path = os.path.join(t.work, f"once-{side}.json.gz")
+        r = t.run_agent("--once", "-d", "2s", "--pid", w.pid, "-o", path)
+        t.require(r.returncode == 0, f"--once ({side}): exit {r.returncode}: {r.stderr[-800:]}")
+        w.wait()
+        runs[side] = path
+    files = {k: os.path.join(t.work, f"cmp-{k}.json.gz") for k in runs}
+    view(t, runs["before"], "-o", files["before"], "--compare", runs["after"], "-o", files["after"])
+    share = {}
+    layout = {}
+    for k, f in files.items():
+        d = load(f)
+        _, self_w, _ = reference(d)
+        share[k] = self_w["hot_b"] / max(1, sum(self_w.values()))
+        layout[k] = [(th["name"], th["pid"], th["tid"]) for th in d["threads"]]
+    t.note(f"--compare: hot_b's share {share['before']:.2f} before, {share['after']:.2f} after")
+    t.check(share["after"] >= 1.6 * share["before"] > 0,
+            f"hot_b's share {share['before']:.2f} before, {share['after']:.2f} after: not doubled")
+    t.check(layout["before"] == layout["after"] and layout["before"],
+            f"--compare: the two sides' tracks differ: {layout}")
+    # Served: one link of the profiler's compare view with both profiles.
+    p = subprocess.Popen([t.agent, "view", runs["before"], "--serve", "127.0.0.1:0", "--compare",
+                          runs["after"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        link = None
+        for _ in range(50):
+            ln = p.stdout.readline()
+            if "/compare/?" in ln:
+                link = ln.split(": ", 1)[1].strip()
+                break
+        t.require(link, "--compare --serve printed no compare link")
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)
+        entries = q.get("profiles[]", [])
+        t.check(link.startswith("https://profiler.firefox.com/compare/?") and len(entries) == 2,
+                f"compare link {link}")
+        for k, e in zip(("before", "after"), entries):
+            u = urllib.parse.urlsplit(e)
+            served = urllib.parse.unquote(u.path.split("/from-url/")[1].split("/")[0])
+            thread = urllib.parse.parse_qs(u.query).get("thread")
+            with urllib.request.urlopen(served, timeout=10) as resp:
+                body = json.loads(gzip.decompress(resp.read()))
+            t.check(body == load(files[k]), f"--compare --serve: {k} served is not the file")
+            t.check(thread == ["0"] and len(body["threads"]) >= 1,
+                    f"{k}: thread {thread} of {len(body['threads'])}")
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=30)
+
+
 def body(t):
     out, chunks = record(t)
     want_ab = check_target(t, out, chunks)
@@ -440,6 +596,8 @@ def body(t):
     check_markers_and_time(t, out, chunks)
     check_bad(t, chunks)
     check_time_forms(t, chunks)
+    check_exports(t, out)
+    check_compare(t)
 
 
 if __name__ == "__main__":
