@@ -23,7 +23,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FX_FUZZ_BUILD:-$root/build-fuzz}
-targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk view perfmap jitdump}
+targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk view perfmap jitdump listing s3list}
 cc=${CC:-}
 if [ -z "$cc" ]; then
 	cc=$(command -v clang-14 || command -v clang || true)
@@ -41,6 +41,7 @@ max_len() {
 	record) echo 65564 ;;
 	symbolize) echo 65536 ;;
 	json) echo 8192 ;;
+	listing | s3list) echo 8192 ;;
 	*) echo 4096 ;;
 	esac
 }
@@ -57,6 +58,8 @@ fixed_runs() {
 	view) echo 3000000 ;;
 	perfmap) echo 280000 ;;
 	jitdump) echo 75000 ;;
+	listing) echo 2400000 ;;
+	s3list) echo 500000 ;;
 	*) echo 100000 ;;
 	esac
 }

@@ -334,17 +334,38 @@ static int take_entries(yajl_val tree, const char *url, unsigned depth, struct s
 	return 0;
 }
 
+int src_http_take_listing(const char *text, const char *url, unsigned int depth, struct src_list *l,
+			  char ***subs, size_t *nsubs, char *why, size_t whylen)
+{
+	char ebuf[256] = "";
+	yajl_val tree = text ? yajl_tree_parse(text, ebuf, sizeof(ebuf)) : NULL;
+	int ret;
+
+	if (!tree || !YAJL_IS_ARRAY(tree)) {
+		first_line(ebuf);
+		if (tree)
+			snprintf(why, whylen, "the answer is not a JSON array");
+		else
+			snprintf(why, whylen, "the answer is not JSON: %s",
+				 ebuf[0] ? ebuf : "empty");
+		yajl_tree_free(tree);
+		return -EBADMSG;
+	}
+	ret = take_entries(tree, url, depth, l, subs, nsubs);
+	yajl_tree_free(tree);
+	return ret;
+}
+
 /* Lists the directory @url into @l; a subdirectory that cannot be listed is
  * logged and skipped. Returns 0 or -errno (logged). Recursion bounded by
  * SRC_MAX_DEPTH, one level's URLs kept a level. NOLINTNEXTLINE(misc-no-recursion) */
 static int list_dir(struct src_http *h, const char *url, unsigned depth, struct src_list *l)
 {
 	struct body b = { .max = LISTING_MAX_BYTES };
-	char errbuf[CURL_ERROR_SIZE], ebuf[256], why[300];
+	char errbuf[CURL_ERROR_SIZE], why[300];
 	bool top = depth == 0;
 	char **subs = NULL;
 	size_t nsubs = 0, i;
-	yajl_val tree = NULL;
 	CURLcode rc;
 	int ret;
 
@@ -355,25 +376,14 @@ static int list_dir(struct src_http *h, const char *url, unsigned depth, struct 
 	ret = src_http_outcome(h, h->curl, rc, &b, errbuf, "list", url, !top);
 	if (ret)
 		goto out;
-	ebuf[0] = '\0';
-	tree = b.p ? yajl_tree_parse(b.p, ebuf, sizeof(ebuf)) : NULL;
-	if (!tree || !YAJL_IS_ARRAY(tree)) {
-		first_line(ebuf);
-		if (tree)
-			snprintf(why, sizeof(why), "the answer is not a JSON array");
-		else
-			snprintf(why, sizeof(why), "the answer is not JSON: %s",
-				 ebuf[0] ? ebuf : "empty");
+	ret = src_http_take_listing(b.p, url, depth, l, &subs, &nsubs, why, sizeof(why));
+	if (ret == -EBADMSG) {
 		fx_log(top ? FX_LOG_ERR : FX_LOG_WARN,
 		       "cannot list '%s'%s: %s (is the server's autoindex_format json?)", url,
 		       top ? "" : ", ignoring it", why);
-		ret = -EBADMSG;
 		goto out;
 	}
-	ret = take_entries(tree, url, depth, l, &subs, &nsubs);
 	/* Before going down: one level's listing in memory at a time. */
-	yajl_tree_free(tree);
-	tree = NULL;
 	src_body_reset(&b, 0);
 	for (i = 0; !ret && i < nsubs; i++)
 		ret = list_dir(h, subs[i], depth + 1, l);
@@ -381,7 +391,6 @@ out:
 	for (i = 0; i < nsubs; i++)
 		free(subs[i]);
 	free(subs);
-	yajl_tree_free(tree);
 	free(b.p);
 	/* Below the top, only running out of memory or the entry bound stops. */
 	if (!top && ret != -ENOMEM && ret != -EFBIG)

@@ -90,6 +90,37 @@ int src_http_outcome(const struct src_http *h, CURL *c, CURLcode rc, const struc
 		     const char *errbuf, const char *verb, const char *url, bool ignoring);
 int src_http_read_each(struct fx_source *s, const struct fx_source_item *items, size_t n,
 		       fx_source_read_fn cb, void *arg);
+/* Reads @text (NUL-terminated; NULL: nothing came), the JSON listing of the
+ * directory @url (nginx's autoindex_format json) @depth levels below the
+ * source's top: its chunk files into @l as URLs under @url, its directories'
+ * URLs into *@subs (*@nsubs of them, malloc'ed, the caller frees). Returns 0;
+ * -EBADMSG with the reason in @why when it is no JSON array; -ENOMEM or
+ * -EFBIG (logged) from @l. */
+int src_http_take_listing(const char *text, const char *url, unsigned int depth, struct src_list *l,
+			  char ***subs, size_t *nsubs, char *why, size_t whylen);
+
+/* What a page of an S3 listing is read against: the source's key prefix,
+ * where the bucket is (the objects' URLs) and the caller's filters. */
+struct src_s3_scope {
+	const char *prefix;
+	const struct fx_s3_where *where;
+	const struct fx_source_opts *o;
+};
+
+/* A page of a listing as read. */
+struct src_s3_page {
+	bool truncated;
+	char *next; /* NextContinuationToken (xmlFree it), or NULL */
+	bool past;  /* every later key of the target is past --to */
+};
+
+/* Reads the ListObjectsV2 page @xml (@len bytes) of s3://@shown: the keys
+ * the scope may want into @l as their URLs, the CommonPrefixes into
+ * @prefixes when it is not NULL (a listing with a delimiter). Returns 0;
+ * -EBADMSG (logged) when it is no ListBucketResult; -ENOMEM or -EFBIG
+ * (logged) from the lists. */
+int src_s3_take_page(const struct src_s3_scope *sc, const char *xml, size_t len, const char *shown,
+		     struct src_list *prefixes, struct src_list *l, struct src_s3_page *pg);
 void src_http_free(struct fx_source *s);
 
 /* A name the listing takes: ends in .json.gz or .json, is no temporary

@@ -39,12 +39,6 @@ struct src_s3 {
 	struct fx_source_opts o; /* the caller's, valid while the source is */
 };
 
-/* One page of a listing. */
-struct page {
-	bool truncated;
-	char *next; /* NextContinuationToken, or NULL */
-};
-
 static bool is_named(const xmlNode *n, const char *name)
 {
 	return n->type == XML_ELEMENT_NODE && !xmlStrcmp(n->name, (const xmlChar *)name);
@@ -61,9 +55,9 @@ static char *text_of(const xmlNode *parent, const char *name)
 
 /* Whether the chunk of @p may be one the caller keeps. *@past is set when
  * every later key of its target is past --to. */
-static bool wanted(const struct src_s3 *s, const struct fx_s3_key_parts *p, bool *past)
+static bool wanted(const struct src_s3_scope *sc, const struct fx_s3_key_parts *p, bool *past)
 {
-	const struct fx_source_opts *o = &s->o;
+	const struct fx_source_opts *o = sc->o;
 	char h[256];
 	size_t i;
 
@@ -82,9 +76,22 @@ static bool wanted(const struct src_s3 *s, const struct fx_s3_key_parts *p, bool
 	return !o->nhosts;
 }
 
+/* Whether @key has a "." or ".." segment: its URL would name another key
+ * once libcurl squashes the dots. Agents never write one. */
+static bool dot_segment(const char *key)
+{
+	for (const char *p = key; *p; p = strchr(p, '/') ? strchr(p, '/') + 1 : p + strlen(p)) {
+		size_t n = strcspn(p, "/");
+
+		if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+			return true;
+	}
+	return false;
+}
+
 /* A key of the listing: into @l when it may be wanted. */
-static int take_key(struct src_s3 *s, const char *key, const char *size, struct src_list *l,
-		    bool *past)
+static int take_key(const struct src_s3_scope *sc, const char *key, const char *size,
+		    struct src_list *l, bool *past)
 {
 	const char *base = strrchr(key, '/');
 	struct fx_s3_key_parts p;
@@ -96,32 +103,34 @@ static int take_key(struct src_s3 *s, const char *key, const char *size, struct 
 	if (ret)
 		return ret;
 	base = base ? base + 1 : key;
-	if (!src_is_chunk_name(base) || strlen(key) < strlen(s->prefix))
+	if (!src_is_chunk_name(base) || strncmp(key, sc->prefix, strlen(sc->prefix)) ||
+	    dot_segment(key))
 		return 0;
-	if (!fx_s3_parse_key(key + strlen(s->prefix), &p) && !wanted(s, &p, past))
+	if (!fx_s3_parse_key(key + strlen(sc->prefix), &p) && !wanted(sc, &p, past))
 		return 0;
 	if (size) {
 		sz = strtoll(size, &end, 10);
 		if (end == size || *end || sz < 0)
 			sz = -1;
 	}
-	url = fx_s3_url(&s->where, key, NULL);
+	url = fx_s3_url(sc->where, key, NULL);
 	return src_list_add(l, url, sz);
 }
 
-/* Reads the page @b of a listing: keys into @l, and with @prefixes (a
- * listing with a delimiter) the CommonPrefixes into @prefixes. */
-static int take_page(struct src_s3 *s, const struct body *b, const char *shown,
-		     struct src_list *prefixes, struct src_list *l, struct page *pg, bool *past)
+int src_s3_take_page(const struct src_s3_scope *sc, const char *xml, size_t len, const char *shown,
+		     struct src_list *prefixes, struct src_list *l, struct src_s3_page *pg)
 {
 	xmlDoc *doc;
 	xmlNode *root;
 	char *t;
 	int ret = 0;
 
-	doc = b->p ? xmlReadMemory(b->p, (int)b->len, "list.xml", NULL,
-				   XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING)
-		   : NULL;
+	pg->truncated = false;
+	pg->next = NULL;
+	doc = xml && len <= INT_MAX
+		      ? xmlReadMemory(xml, (int)len, "list.xml", NULL,
+				      XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING)
+		      : NULL;
 	root = doc ? xmlDocGetRootElement(doc) : NULL;
 	if (!root || xmlStrcmp(root->name, (const xmlChar *)"ListBucketResult")) {
 		fx_err("cannot list '%s': the answer is not a ListObjectsV2 result (XML "
@@ -134,7 +143,7 @@ static int take_page(struct src_s3 *s, const struct body *b, const char *shown,
 	pg->truncated = t && !strcmp(t, "true");
 	xmlFree(t);
 	pg->next = text_of(root, "NextContinuationToken");
-	for (xmlNode *n = root->children; n && !ret && !*past; n = n->next) {
+	for (xmlNode *n = root->children; n && !ret && !pg->past; n = n->next) {
 		char *key, *size;
 
 		if (prefixes && is_named(n, "CommonPrefixes")) {
@@ -144,7 +153,7 @@ static int take_page(struct src_s3 *s, const struct body *b, const char *shown,
 		} else if (is_named(n, "Contents")) {
 			key = text_of(n, "Key");
 			size = text_of(n, "Size");
-			ret = key ? take_key(s, key, size, l, past) : 0;
+			ret = key ? take_key(sc, key, size, l, &pg->past) : 0;
 			xmlFree(key);
 			xmlFree(size);
 		}
@@ -180,9 +189,9 @@ static int list_prefix(struct src_s3 *s, const char *prefix, struct src_list *pr
 	struct src_http *h = &s->h;
 	struct body b = { .max = PAGE_MAX_BYTES };
 	char errbuf[CURL_ERROR_SIZE], shown[FX_S3_KEY_MAX + 64];
-	struct page pg = { 0 };
+	const struct src_s3_scope sc = { .prefix = s->prefix, .where = &s->where, .o = &s->o };
+	struct src_s3_page pg = { 0 };
 	char *token = NULL, *q = NULL, *url = NULL;
-	bool past = false;
 	size_t cap, n;
 	CURLcode rc;
 	int ret = 0;
@@ -226,11 +235,11 @@ static int list_prefix(struct src_s3 *s, const char *prefix, struct src_list *pr
 		ret = src_http_outcome(h, h->curl, rc, &b, errbuf, "list", shown, false);
 		if (ret)
 			break;
-		ret = take_page(s, &b, shown, prefixes, l, &pg, &past);
+		ret = src_s3_take_page(&sc, b.p, b.len, shown, prefixes, l, &pg);
 		xmlFree(token);
 		token = pg.next;
 		pg.next = NULL;
-	} while (!ret && !past && pg.truncated && token && token[0]);
+	} while (!ret && !pg.past && pg.truncated && token && token[0]);
 	if (ret == -ENOMEM || ret == -ENAMETOOLONG)
 		fx_err("view: cannot list '%s': %s", shown,
 		       ret == -ENOMEM ? "out of memory" : "a key or token too long");
