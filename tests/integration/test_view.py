@@ -31,6 +31,7 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 import urllib.parse
 import urllib.request
 
@@ -350,6 +351,33 @@ def check_markers_and_time(t, out, chunks):
     t.note(f"--bucket 1s: {na} samples written as {nb}")
 
 
+def check_restart(t, chunks):
+    """The agent stopped, and started again a few windows later: one FxGap
+    between the runs, counting the configured windows the pause lasted
+    (the runs' edge windows are cut short, and are no measure)."""
+    time.sleep(3 * 2 + 1)
+    d = Daemon(t, "again", CONFIG)
+    d.wait_started()
+    fxtest.wait_for(lambda: len(d.chunks(running=True).get("ab", [])) >= 2, 30)
+    t.check(d.stop(signal.SIGTERM) == 0, "the second run did not end cleanly")
+    again = [p for _, p in d.chunks().get("ab", [])]
+    both = os.path.join(t.work, "restart-runs")
+    os.makedirs(both)
+    for p in chunks["ab"] + again:
+        shutil.copy(p, both)
+    a = load(chunks["ab"][-1])["meta"]["fxagent"]
+    b = load(again[0])["meta"]["fxagent"]
+    want = round((b["windowStart"] - a["windowEnd"]) / 2000)
+    path = os.path.join(t.work, "restart-runs.json.gz")
+    view(t, both, "--target", "ab", "-o", path)
+    gaps = [m for m in markers(load(path)) if m[0] == "FxGap"]
+    t.note(f"restart: {(b['windowStart'] - a['windowEnd']) / 1000:.1f} s between the runs, "
+           f"edge windows {(a['windowEnd'] - a['windowStart']) / 1000:.2f} s and "
+           f"{(b['windowEnd'] - b['windowStart']) / 1000:.2f} s; gaps {gaps}")
+    t.check(len(gaps) == 1 and want >= 3 and gaps[0][1].get("missing") == want,
+            f"a restart: gaps {gaps}, want one of {want} windows")
+
+
 def check_bad(t, chunks):
     bad = os.path.join(t.work, "bad")
     os.makedirs(bad)
@@ -596,6 +624,7 @@ def body(t):
     check_markers_and_time(t, out, chunks)
     check_bad(t, chunks)
     check_time_forms(t, chunks)
+    check_restart(t, chunks)
     check_exports(t, out)
     check_compare(t)
 
