@@ -494,17 +494,21 @@ def reference(d):
     return stacks, self_w, total_w
 
 
-def check_exports(t, out):
+def check_exports(t, out, *fold):
     """--format folded read by speedscope's importer, --format pprof by
-    `go tool pprof`, --top against profiler-cli: the merge's numbers, exactly."""
-    merged = os.path.join(t.work, "all.json.gz")
-    view(t, out, "-o", merged)
+    `go tool pprof`, --top against profiler-cli: the merge's numbers, exactly
+    (with `--bucket`, @fold, the merge's weighted samples: the weights)."""
+    tag = "-folded" if fold else ""
+    merged = os.path.join(t.work, f"all{tag}.json.gz")
+    view(t, out, *fold, "-o", merged)
     d = load(merged)
     stacks, self_w, total_w = reference(d)
     t.require(stacks, "the merge has no on-CPU samples")
+    weights = [w for th in d["threads"] for w in th["samples"]["weight"] or []]
+    t.require(not fold or max(weights, default=1) > 1, f"{fold}: no sample weighs more than 1")
 
-    folded = os.path.join(t.work, "all.folded")
-    view(t, out, "--format", "folded", "-o", folded)
+    folded = os.path.join(t.work, f"all{tag}.folded")
+    view(t, out, *fold, "--format", "folded", "-o", folded)
     modules = os.path.dirname(os.path.dirname(t.pcli))
     r = subprocess.run(["node", os.path.join(os.path.dirname(t.lint), "speedscope_folded.mjs"),
                         os.path.join(modules, "speedscope"), folded], capture_output=True,
@@ -521,14 +525,14 @@ def check_exports(t, out):
             f"first differing {next(((k, got[k], stacks[k]) for k in set(got) | set(stacks) if got[k] != stacks[k]), None)}")
     t.check(len(lines) == len(got), f"folded: {len(lines)} lines, speedscope read {len(got)}")
 
-    pprof = os.path.join(t.work, "all.pb.gz")
-    view(t, out, "--format", "pprof", "-o", pprof)
+    pprof = os.path.join(t.work, f"all{tag}.pb.gz")
+    view(t, out, *fold, "--format", "pprof", "-o", pprof)
     r = subprocess.run(["go", "tool", "pprof", "-top", "-sample_index=samples", "-symbolize=none",
                         "-nodecount=1000000", "-nodefraction=0", "-edgefraction=0", pprof],
                        capture_output=True, text=True, timeout=fxtest.scaled(120),
                        env=dict(os.environ, HOME=t.work, GOCACHE=os.path.join(t.work, "gocache")))
     t.require(r.returncode == 0, f"go tool pprof -top: exit {r.returncode}: {r.stderr[-800:]}")
-    t.save("pprof-top.txt", r.stdout)
+    t.save(f"pprof-top{tag}.txt", r.stdout)
     rows = {}
     for ln in r.stdout.splitlines():
         parts = ln.split(None, 5)
@@ -541,23 +545,36 @@ def check_exports(t, out):
             f"of {sum(stacks.values())} total" in r.stdout,
             f"go tool pprof's total is not {sum(stacks.values())}: {r.stdout[:300]}")
 
-    r = view(t, out, "--top", "100000")
+    r = view(t, out, *fold, "--top", "100000")
     top = []
     for ln in r.stdout.splitlines()[2:]:
         parts = ln.split(None, 4)
         name, _, lib = parts[4].rpartition(" (")
         top.append(((name, lib.rstrip(")")), (int(parts[0]), int(parts[2]))))
-    cli = t.cli(merged, "all")
-    handles = ",".join(row["threadHandle"] for row in cli.threads())
-    rows = cli.json("thread", "functions", "--thread", handles, "--limit", "0")["functions"]
-    cli.stop()
-    want = {(row["name"], row.get("library") or ""): (row["selfSamples"], row["totalSamples"])
-            for row in rows if row["totalSamples"]}
-    t.check(dict(top) == want, f"--top: {len(top)} functions, profiler-cli {len(want)}; first "
-            f"differing {next(((k, dict(top).get(k), want.get(k)) for k in set(dict(top)) | set(want) if dict(top).get(k) != want.get(k)), None)}")
+    if fold:
+        # profiler-cli 0.10.0's `thread functions` counts a weighted sample
+        # once (the profiler's own call tree weighs it): the weights are
+        # checked against the merge itself.
+        got = collections.Counter(), collections.Counter()
+        for (name, _), (sf, tot) in top:
+            got[0][name] += sf
+            got[1][name] += tot
+        want = ({f: self_w[f] for f in self_w if self_w[f]}, dict(total_w))
+        t.check(({k: v for k, v in got[0].items() if v}, dict(got[1])) == want,
+                f"--top {fold}: not the merge's weights: {sorted(got[1].items())[:5]} against "
+                f"{sorted(total_w.items())[:5]}")
+    else:
+        cli = t.cli(merged, "all")
+        handles = ",".join(row["threadHandle"] for row in cli.threads())
+        rows = cli.json("thread", "functions", "--thread", handles, "--limit", "0")["functions"]
+        cli.stop()
+        want = {(row["name"], row.get("library") or ""): (row["selfSamples"], row["totalSamples"])
+                for row in rows if row["totalSamples"]}
+        t.check(dict(top) == want, f"--top: {len(top)} functions, profiler-cli {len(want)}; "
+                f"first differing {next(((k, dict(top).get(k), want.get(k)) for k in set(dict(top)) | set(want) if dict(top).get(k) != want.get(k)), None)}")
     t.check([v for _, v in top] == sorted((v for _, v in top), key=lambda v: (-v[0], -v[1])),
             "--top: not in the order of self, then total samples")
-    r3 = view(t, out, "--top", "3")
+    r3 = view(t, out, *fold, "--top", "3")
     t.check(r3.stdout.splitlines()[2:] == r.stdout.splitlines()[2:5],
             f"--top 3 is not the first 3 rows: {r3.stdout}")
 
@@ -626,6 +643,7 @@ def body(t):
     check_time_forms(t, chunks)
     check_restart(t, chunks)
     check_exports(t, out)
+    check_exports(t, out, "--bucket", "1s")
     check_compare(t)
 
 
