@@ -26,7 +26,7 @@ Then, by kind:
 - `CMD &` starts in the background; what is still running at the end of its
   block is ended (SIGTERM);
 - a command that serves a profile (`--serve`, or `fxagent view` without
-  `-o`) must print the Firefox Profiler's link within SERVE_WAIT seconds;
+  `-o` or `--top`) must print the Firefox Profiler's link within SERVE_WAIT seconds;
   it is then stopped with SIGINT, as Ctrl-C would;
 - the agent (fxagent without --once, -d, -o, -p, --serve, --check-config,
   --help, --version or view) runs AGENT_SECONDS, then gets SIGINT;
@@ -69,6 +69,10 @@ NOT_RUN = {
     "fxagent view s3://profiles/fleet/ --region eu-west-1 --target web --since 1h "
     "--merge all":
         "a real S3 bucket; integration.s3 reads one from Ceph's radosgw",
+    "fxagent view s3://profiles/fleet/ --target web --from 2026-11-28T13:00:00Z "
+    "--to 2026-11-28T14:00:00Z --compare --from 2026-11-28T14:00:00Z --to 2026-11-28T15:00:00Z":
+        "a real S3 bucket at fixed times; integration.view compares two slices and "
+        "integration.s3 reads a bucket from Ceph's radosgw",
     "AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... fxagent view s3://profiles/fleet/ "
     "--target web --since 1h --region eu-west-1":
         "a real S3 bucket and its credentials; integration.s3 reads one from Ceph's radosgw",
@@ -352,7 +356,10 @@ def kind_of(cmd):
         return "plain"
     flags = {a.split("=", 1)[0] for a in w[1:]}
     if "view" in w[1:2]:
-        return "plain" if flags & {"-o", "--output", "-h", "--help"} else "serve"
+        # --top prints a table and serves nothing (unless --serve says so)
+        if "--serve" not in flags and flags & {"-o", "--output", "-h", "--help", "--top"}:
+            return "plain"
+        return "serve"
     if "--serve" in flags:
         return "serve"
     if flags & (ONCE_FLAGS | NOT_AGENT):
