@@ -27,6 +27,7 @@ The agent's own chunks, two targets (fx-hot-ab as "ab", fx-threads as "thr",
 import collections
 import gzip
 import json
+import math
 import os
 import shutil
 import signal
@@ -585,24 +586,33 @@ def check_compare(t):
     and one compare link that serves both."""
     runs = {}
     for side, rounds in (("before", 1), ("after", 6)):
-        w = t.workload("fx-hot-ab", 4, rounds)
+        w = t.workload("fx-hot-ab", 5, rounds)
         path = os.path.join(t.work, f"once-{side}.json.gz")
-        r = t.run_agent("--once", "-d", "2s", "--pid", w.pid, "-o", path)
+        r = t.run_agent("--once", "-d", "3s", "--pid", w.pid, "-o", path)
         t.require(r.returncode == 0, f"--once ({side}): exit {r.returncode}: {r.stderr[-800:]}")
         w.wait()
         runs[side] = path
     files = {k: os.path.join(t.work, f"cmp-{k}.json.gz") for k in runs}
     view(t, runs["before"], "-o", files["before"], "--compare", runs["after"], "-o", files["after"])
-    share = {}
-    layout = {}
+    share, n, layout = {}, {}, {}
     for k, f in files.items():
         d = load(f)
         _, self_w, _ = reference(d)
-        share[k] = self_w["hot_b"] / max(1, sum(self_w.values()))
+        # each side holds exactly its recording's samples
+        _, want, _ = reference(load(runs[k]))
+        t.check(self_w == want, f"--compare: the {k} profile's functions are not its recording's")
+        n[k] = sum(self_w.values())
+        share[k] = self_w["hot_b"] / max(1, n[k])
         layout[k] = [(th["name"], th["pid"], th["tid"]) for th in d["threads"]]
-    t.note(f"--compare: hot_b's share {share['before']:.2f} before, {share['after']:.2f} after")
-    t.check(share["after"] >= 1.6 * share["before"] > 0,
-            f"hot_b's share {share['before']:.2f} before, {share['after']:.2f} after: not doubled")
+    # hot_b's share grew (30% to 72% by the work done), by more than three
+    # standard deviations of the two shares' sampling error.
+    sigma = math.sqrt(sum(share[k] * (1 - share[k]) / max(1, n[k]) for k in share))
+    t.note(f"--compare: hot_b's share {share['before']:.2f} of {n['before']} samples before, "
+           f"{share['after']:.2f} of {n['after']} after (sigma {sigma:.3f})")
+    t.require(min(n.values()) >= 30, f"--compare: too few samples to compare: {n}")
+    t.check(share["after"] - share["before"] > 3 * sigma,
+            f"hot_b's share {share['before']:.2f} before, {share['after']:.2f} after: no rise "
+            f"beyond 3 sigma ({sigma:.3f})")
     t.check(layout["before"] == layout["after"] and layout["before"],
             f"--compare: the two sides' tracks differ: {layout}")
     # Served: one link of the profiler's compare view with both profiles.
