@@ -68,14 +68,10 @@ uint32_t view_stack_func(const struct merge *m, uint64_t s)
 size_t view_busiest_track(const struct merge *m)
 {
 	size_t nt = m->tracks.n, best = 0;
-	uint64_t *weight = calloc(nt + 1, sizeof(*weight));
+	uint64_t *weight = view_track_weights(m);
 
 	if (!weight)
 		return 0;
-	for (size_t i = 0; i < m->nsamples; i++) {
-		if (!m->tinfo[m->samples[i].track].off_cpu)
-			weight[m->samples[i].track] += m->samples[i].weight;
-	}
 	for (size_t r = 1; r < nt; r++) {
 		if (weight[m->order[r]] > weight[m->order[best]])
 			best = r;

@@ -305,6 +305,9 @@ int view_resym(struct merge *m, const struct view_resym_opts *o, struct view_res
 
 /* Writes the merged profile @m to @j. Returns 0 or the writer's -errno. */
 int view_write_json(const struct merge *m, struct fx_json *j);
+/* Each track's on-CPU samples, weights summed (off-CPU tracks: 0), by
+ * track index; malloc'ed, NULL when out of memory. */
+uint64_t *view_track_weights(const struct merge *m);
 /* The process name track @t is shown under: with its host when there are
  * several hosts (and one track is not a host already). */
 void view_track_process(const struct merge *m, uint32_t t, char *out, size_t size);

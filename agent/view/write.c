@@ -347,15 +347,24 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
  * profiler hides tracks with little CPU by default, and markers on a hidden
  * track are not in the marker chart. A host without one: its first track.
  * Fills @carrier (by rank). Returns 0 or -ENOMEM. */
+uint64_t *view_track_weights(const struct merge *m)
+{
+	uint64_t *weight = calloc(m->tracks.n + 1, sizeof(*weight));
+
+	for (size_t i = 0; weight && i < m->nsamples; i++) {
+		if (!m->tinfo[m->samples[i].track].off_cpu)
+			weight[m->samples[i].track] += m->samples[i].weight;
+	}
+	return weight;
+}
+
 static int pick_carriers(const struct merge *m, bool *carrier)
 {
 	size_t nt = m->tracks.n, first = 0;
-	uint64_t *weight = calloc(nt + 1, sizeof(*weight));
+	uint64_t *weight = view_track_weights(m);
 
 	if (!weight)
 		return -ENOMEM;
-	for (size_t i = 0; i < m->nsamples; i++)
-		weight[m->samples[i].track] += m->samples[i].weight;
 	for (size_t r = 0; r < nt; r++) {
 		uint64_t host = view_rectab_at(&m->tracks, m->order[r])[0];
 		size_t best = first;
