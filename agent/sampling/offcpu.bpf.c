@@ -449,10 +449,11 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 		e->stack_bytes = copied;
 		if (!copied)
 			st->stack_faults++;
-	} else {
-		n = bpf_get_stack(ctx, e->uips, sizeof(e->uips), BPF_F_USER_STACK);
-		e->uips_bytes = n > 0 ? (__u32)n : 0;
 	}
+	/* With a copy too: its frame-pointer links carry the walk on where a
+	 * frame is bigger than the copy (dwunwind.h). */
+	n = bpf_get_stack(ctx, e->uips, sizeof(e->uips), BPF_F_USER_STACK);
+	e->uips_bytes = n > 0 ? (__u32)n : 0;
 	size = __builtin_offsetof(struct fx_offcpu_start, stack) + (__u64)copied;
 	barrier_var(size);
 	if (size > sizeof(*e))

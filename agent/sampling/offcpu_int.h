@@ -33,7 +33,7 @@ struct fx_offcpu_start {
 	__u32 state;		     /* enum fx_offcpu_state */
 	__u32 tag;		     /* the matched cgroup's tag; ~0 without cgroup targets */
 	__u32 kstack_bytes;	     /* bytes of kstack */
-	__u32 uips_bytes;	     /* bytes of uips (frame-pointer mode) */
+	__u32 uips_bytes;	     /* bytes of uips: the frame-pointer callchain */
 	__u32 stack_bytes;	     /* bytes of stack copied (DWARF mode) */
 	__u32 p;		     /* the probability it was sampled with, of 65536 */
 	__u64 regs[FX_OFFCPU_NREGS]; /* user registers in perf's order (DWARF mode) */

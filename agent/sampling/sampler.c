@@ -216,7 +216,9 @@ static void fill_attr(const struct fx_sampler_opts *opts, struct perf_event_attr
 		a->sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 		a->sample_regs_user = FX_DWUNWIND_REGS_MASK;
 		a->sample_stack_user = opts->stack_bytes;
-		a->exclude_callchain_user = 1;
+		/* The user callchain too: where a frame is bigger than what is
+		 * left of the copy, its frame-pointer links carry the walk on
+		 * (dwunwind.h). */
 	}
 	a->disabled = 1;
 	a->mmap = 1;

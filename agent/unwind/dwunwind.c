@@ -7,6 +7,7 @@
 #include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,7 +45,10 @@ struct sample_ctx {
 	 * marks the outermost frame: a read past the end of the copy is how we
 	 * tell the two apart. */
 	bool read_beyond;
-	uint64_t now; /* CLOCK_MONOTONIC ns at the start of the walk */
+	uint64_t beyond_max; /* the highest address read past the copy's end */
+	bool root;	     /* the walk ended at the outermost frame */
+	bool resumed;	     /* regs[16] is a return address: the walk goes on in a caller */
+	uint64_t now;	     /* CLOCK_MONOTONIC ns at the start of the walk */
 };
 
 struct entry {
@@ -77,6 +81,7 @@ struct fx_dwunwind {
 	uint64_t tick;
 	uint64_t now; /* the latest walk's time: off-CPU waits come with older ones */
 	struct fx_dwunwind_stats stats;
+	uint8_t live[FX_DWUNWIND_LIVE_BYTES]; /* a thread's stack past the copy (extend()) */
 };
 
 int fx_dwunwind_dwarf_regs(const uint64_t *regs, uint64_t mask, uint64_t out[FX_DWUNWIND_NREGS])
@@ -212,6 +217,8 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 		return false; /* below the stack pointer: a register CFI says is spilled there */
 	if (addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
 		c->read_beyond = true;
+		if (addr > c->beyond_max)
+			c->beyond_max = addr;
 		return false;
 	}
 	memcpy(result, c->stack + (addr - c->sp), 8);
@@ -433,8 +440,19 @@ static bool stack_read(struct sample_ctx *c, uint64_t addr, uint64_t *out)
 		return false;
 	if (addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8) {
 		c->read_beyond = true;
+		if (addr > c->beyond_max)
+			c->beyond_max = addr;
 		return false;
 	}
+	memcpy(out, c->stack + (addr - c->sp), 8);
+	return true;
+}
+
+/* The word at @addr of the copy, without marking a read past it. */
+static bool copy_word(const struct sample_ctx *c, uint64_t addr, uint64_t *out)
+{
+	if (addr < c->sp || addr - c->sp > c->stack_len || c->stack_len - (addr - c->sp) < 8)
+		return false;
 	memcpy(out, c->stack + (addr - c->sp), 8);
 	return true;
 }
@@ -480,7 +498,7 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 	int give_up = WALK_FALLBACK;
 
 	for (bool first = true;; first = false) {
-		uint64_t look = first ? pc : pc - 1, off, base, cfa, ra, v = 0;
+		uint64_t look = first && !c->resumed ? pc : pc - 1, off, base, cfa, ra, v = 0;
 		struct fx_cfi_rule r;
 		uint32_t object;
 		int jit = 0;
@@ -517,8 +535,10 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 			d->stats.left_no_rule++;
 			return give_up;
 		}
-		if (r.kind == FX_CFI_OUTERMOST)
+		if (r.kind == FX_CFI_OUTERMOST) {
+			c->root = true;
 			return 0;
+		}
 		if (r.kind == FX_CFI_PLT) {
 			cfa = sp + 8 + ((pc & 15) >= (uint64_t)r.off ? 8 : 0);
 		} else {
@@ -528,7 +548,7 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 				return give_up;
 			else if (r.reg == 6 && bp_known)
 				base = bp;
-			else if (first)
+			else if (first && !c->resumed)
 				base = c->regs[r.reg];
 			else {
 				d->stats.left_register++;
@@ -545,9 +565,14 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 				return give_up;
 			guessed = true;
 		}
-		/* libdwfl takes a return address it cannot read as undefined. */
-		if (!stack_read(c, cfa - 8, &ra) || ra == 0)
+		/* libdwfl takes a return address it cannot read as undefined;
+		 * one of 0 ends the chain (a thread's start, by convention). */
+		if (!stack_read(c, cfa - 8, &ra))
 			return 0;
+		if (ra == 0) {
+			c->root = true;
+			return 0;
+		}
 		if (r.rbp) {
 			bp_known = stack_read(c, cfa + (uint64_t)(int64_t)r.rbp, &v);
 			bp = v;
@@ -555,6 +580,23 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
 		sp = cfa;
 		pc = ra;
 	}
+}
+
+/* What the rules say of @pc (a return address moved back into its call, or
+ * the sampled pc): 1, it is in the outermost frame (_start, clone3's
+ * child); 0, it is not, or it is in no mapping; -1, they do not know (an
+ * object without a table: .debug_frame only). */
+static int outermost(struct fx_dwunwind *d, const struct fx_proc *proc, uint64_t pc)
+{
+	struct fx_cfi_rule r;
+	uint32_t object;
+	uint64_t off;
+
+	if (!fx_procs_resolve(proc, pc, &object, &off))
+		return 0;
+	if (fx_cfitab_find(d->tables, object, off, &r) < 0)
+		return -1;
+	return r.kind == FX_CFI_OUTERMOST;
 }
 
 /* libdwfl's walk. Returns what dwfl_getthread_frames() did (0: to an
@@ -576,22 +618,241 @@ static int walk_libdwfl(struct fx_dwunwind *d, const struct fx_proc *proc, struc
 		c->ips[c->n++] = c->regs[16];
 		ret = -1;
 	}
-	return ret;
-}
+	/* libdwfl ends at an undefined return address (0): the outermost
+	 * frame's, one it could not read, or where it had no CFI; or with an
+	 * error, past _start too (-1). The rules know which frame is the
+	 * outermost; libdwfl is taken at its word where they do not. */
+	if (!c->full) {
+		int last = outermost(d, proc, c->ips[c->n - 1]);
 
-/* 0: the walk reached a frame whose return address is undefined: the
- * outermost (_start, clone) or one the copy did not reach. A copy shorter
- * than asked for ended at the top of the stack and holds every frame. */
-static bool walk_truncated(const struct sample_ctx *c, int ret, const struct fx_record_sample *s)
-{
-	return ret != 0 || c->full || (c->read_beyond && s->stack_dyn_size >= s->stack_size);
+		c->root = last == 1 || (last == -1 && ret == 0 && !c->read_beyond);
+	}
+	return c->root ? 0 : ret;
 }
 
 /* @c as before a walk: no frame yet, nothing read. */
 static void walk_reset(struct sample_ctx *c)
 {
 	c->n = 0;
-	c->full = c->read_beyond = c->thread_given = false;
+	c->full = c->read_beyond = c->thread_given = c->root = false;
+	c->beyond_max = 0;
+}
+
+/* Whether a walk that ended with @ret reached the outermost frame: a rule
+ * (or libdwfl) said the return address is undefined, or it was 0; or the copy
+ * ran out where it held the whole stack (shorter than asked for: it ended at
+ * the stack's top). */
+static bool walk_root(const struct sample_ctx *c, int ret, const struct fx_record_sample *s)
+{
+	if (ret != 0 || c->full)
+		return false;
+	return c->root || (c->read_beyond && s->stack_dyn_size < s->stack_size);
+}
+
+/* Whether the walk stopped because the copy ran out: what extend() takes on.
+ * libdwfl ends such a walk with an error (it could not read the return
+ * address its rule names), the rules with 0. */
+static bool walk_cut(const struct sample_ctx *c, const struct fx_record_sample *s)
+{
+	return !c->full && !c->root && c->read_beyond && s->stack_dyn_size >= s->stack_size;
+}
+
+/* The user part of @s's callchain: the kernel's frame-pointer walk at the
+ * sample (the user's ip, then a return address per rbp link). */
+static size_t user_chain(const struct fx_record_sample *s, const uint64_t **out)
+{
+	for (uint64_t i = 0; s->ips && i < s->nr; i++) {
+		size_t n = 0;
+
+		if (s->ips[i] != PERF_CONTEXT_USER)
+			continue;
+		while (i + 1 + n < s->nr && s->ips[i + 1 + n] < PERF_CONTEXT_MAX)
+			n++;
+		*out = s->ips + i + 1;
+		return n;
+	}
+	return 0;
+}
+
+/* Reads [@at, @at + @len) of process @pid into @buf, a page per iovec so
+ * that a read stops whole at the end of the stack's mapping. Returns the
+ * bytes read from @at on, 0 on failure. */
+static size_t read_live(uint32_t pid, uint64_t at, uint8_t *buf, size_t len)
+{
+	struct iovec local = { .iov_base = buf, .iov_len = len };
+	struct iovec remote[FX_DWUNWIND_LIVE_BYTES / 4096 + 1];
+	size_t n = 0, done = 0;
+	ssize_t got;
+
+	while (done < len && n < sizeof(remote) / sizeof(remote[0])) {
+		size_t room = 4096 - (size_t)((at + done) & 4095);
+
+		if (room > len - done)
+			room = len - done;
+		/* An address in the other process, never dereferenced here.
+		 * NOLINTNEXTLINE(performance-no-int-to-ptr) */
+		remote[n].iov_base = (void *)(uintptr_t)(at + done);
+		remote[n++].iov_len = room;
+		done += room;
+	}
+	local.iov_len = done;
+	got = process_vm_readv((pid_t)pid, &local, 1, remote, n, 0);
+	return got > 0 ? (size_t)got : 0;
+}
+
+/* Appends the kernel's chain @k[@from..@n) (return addresses) to @c's
+ * frames. */
+static void append_chain(struct sample_ctx *c, const uint64_t *k, size_t from, size_t n)
+{
+	for (size_t j = from; j < n; j++) {
+		if (c->n == c->cap) {
+			c->full = true;
+			return;
+		}
+		c->ips[c->n++] = k[j] ? k[j] - 1 : 0;
+	}
+}
+
+/* Walks on in a caller whose return address sits at @at, in the @len bytes
+ * of d->live read from @base: its rbp is the word below (saved there by a
+ * frame-pointer prologue). Writes the frames after @c's. Returns 1 when the
+ * walk reached the outermost frame, -1 when it ran out of the bytes read, 0
+ * otherwise. */
+static int walk_live(struct fx_dwunwind *d, const struct fx_proc *proc, struct sample_ctx *c,
+		     uint64_t base, size_t len, uint64_t at)
+{
+	struct sample_ctx e;
+
+	if (c->n == c->cap || at < base + 8)
+		return 0;
+	memset(&e, 0, sizeof(e));
+	e.tid = c->tid;
+	e.sp = base;
+	e.stack = d->live;
+	e.stack_len = len;
+	e.ips = c->ips + c->n;
+	e.cap = c->cap - c->n;
+	e.resumed = true;
+	e.now = c->now;
+	memcpy(&e.regs[16], d->live + (at - base), 8);
+	memcpy(&e.regs[6], d->live + (at - 8 - base), 8);
+	e.regs[7] = at + 8;
+	if (walk_tables(d, proc, &e) == 0 && e.root) {
+		c->n += e.n;
+		return 1;
+	}
+	return e.read_beyond ? -1 : 0;
+}
+
+/* The one slot of the @len bytes of d->live (read from @base) that holds
+ * @value, as an address; 0 when none or several do (a recursion's return
+ * addresses repeat: which one the chain meant is not known). */
+static uint64_t live_slot(const struct fx_dwunwind *d, uint64_t base, size_t len, uint64_t value)
+{
+	uint64_t found = 0;
+
+	for (size_t at = 8; at + 8 <= len; at += 8) {
+		if (memcmp(d->live + at, &value, 8) != 0)
+			continue;
+		if (found)
+			return 0;
+		found = base + at;
+	}
+	return found;
+}
+
+/* One try of extend() with @want bytes of the thread's memory from the
+ * slot below @ra_at. Returns 1 (whole), 0 (not), or -1 (more memory might
+ * do). Leaves @c's frames as they were unless whole. */
+static int resume(struct fx_dwunwind *d, const struct fx_proc *proc,
+		  const struct fx_record_sample *s, struct sample_ctx *c, uint64_t ra_at,
+		  const uint64_t *k, size_t link, size_t nk, size_t want)
+{
+	uint64_t base = ra_at - 8, at;
+	size_t n0 = c->n, got = read_live(s->pid, base, d->live, want) & ~(size_t)7;
+	bool more = got == want && want < sizeof(d->live);
+	int r;
+
+	if (got < 16)
+		return 0;
+	if (!memcmp(d->live + 8, &k[link + 1], 8)) {
+		r = walk_live(d, proc, c, base, got, ra_at);
+		if (r == 1)
+			d->stats.stitch_live++;
+		return r < 0 && more ? -1 : r;
+	}
+	at = live_slot(d, base, got, k[nk - 1]);
+	if (!at)
+		return more ? -1 : 0;
+	append_chain(c, k, link + 1, nk - 1);
+	r = c->full ? 0 : walk_live(d, proc, c, base, got, at);
+	if (r == 1) {
+		d->stats.stitch_outer++;
+		return 1;
+	}
+	c->n = n0;
+	c->full = false;
+	return r < 0 && more ? -1 : 0;
+}
+
+/* The copy ran out at @ra_at, the slot of the last frame's return address
+ * (a frame bigger than the copy: libuv's 16 KiB epoll array, a parser's
+ * buffer). The kernel's frame-pointer chain, taken at the sample, says what
+ * that slot held if one of its links is the frame there: its rbp links are
+ * followed through the copy from the sampled rbp until one is @ra_at - 8.
+ * Then the thread's stack from that slot on is read from its memory now
+ * (a page, then up to FX_DWUNWIND_LIVE_BYTES if the walk needs more):
+ * - if the slot still holds what the kernel saw, the frames above it are
+ *   the same live ones, walked by the rules to the outermost frame;
+ * - else (the thread has moved on since) the kernel's chain gives the frames
+ *   up to its last, and the memory the rest, from the one slot that holds
+ *   the chain's last return address: the outermost frames (main's caller,
+ *   a thread's start) stay put for the thread's life.
+ * Where neither reaches the outermost frame, the kernel's chain from the
+ * link on is the rest of the stack (perf's answer), and the stack counts as
+ * cut. Returns whether the stack is whole. */
+static bool extend(struct fx_dwunwind *d, const struct fx_proc *proc,
+		   const struct fx_record_sample *s, struct sample_ctx *c, uint64_t ra_at)
+{
+	const uint64_t *k = NULL;
+	size_t nk = user_chain(s, &k), link = 0;
+	uint64_t bp = c->regs[6];
+	bool found = false;
+	int r;
+
+	if (nk < 2 || k[0] != c->regs[16] || !proc) {
+		d->stats.cut_no_link++;
+		return false;
+	}
+	for (; link + 1 < nk; link++) {
+		uint64_t next, ra;
+
+		if (bp + 8 == ra_at) {
+			found = true;
+			break;
+		}
+		if (!copy_word(c, bp, &next))
+			break;
+		/* The kernel read [bp + 8] for k[link + 1]: the copy must agree. */
+		if (copy_word(c, bp + 8, &ra) && ra != k[link + 1])
+			break;
+		if (next <= bp)
+			break; /* a chain climbs the stack */
+		bp = next;
+	}
+	if (!found) {
+		d->stats.cut_no_link++;
+		return false;
+	}
+	d->stats.stitched++;
+	r = resume(d, proc, s, c, ra_at, k, link, nk, 4096);
+	if (r < 0)
+		r = resume(d, proc, s, c, ra_at, k, link, nk, sizeof(d->live));
+	if (r == 1)
+		return true;
+	d->stats.stitch_fp++;
+	append_chain(c, k, link + 1, nk);
+	return false;
 }
 
 static void check(struct fx_dwunwind *d, const struct fx_proc *proc, const struct sample_ctx *t,
@@ -611,7 +872,7 @@ static void check(struct fx_dwunwind *d, const struct fx_proc *proc, const struc
 	d->stats.check_samples++;
 	d->stats.check_frames += c.n;
 	d->stats.check_frames_same += same;
-	if (same == c.n && same == t->n && walk_truncated(&c, ret, s) == t_cut)
+	if (same == c.n && same == t->n && !walk_root(&c, ret, s) == t_cut)
 		d->stats.check_same++;
 }
 
@@ -664,11 +925,13 @@ size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 		d->stats.ns += ns * FX_DWUNWIND_TIME_EVERY;
 		d->hist[ns / HIST_STEP_NS < HIST_BUCKETS ? ns / HIST_STEP_NS : HIST_BUCKETS]++;
 	}
-	*truncated = walk_truncated(&c, ret, s);
-	if (*truncated)
-		d->stats.truncated++;
+	*truncated = !walk_root(&c, ret, s);
 	if (d->engine == FX_DWUNWIND_CHECK)
 		check(d, proc, &c, *truncated, s);
+	if (walk_cut(&c, s))
+		*truncated = !extend(d, proc, s, &c, c.beyond_max);
+	if (*truncated)
+		d->stats.truncated++;
 	return c.n;
 }
 

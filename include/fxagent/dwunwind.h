@@ -37,9 +37,14 @@
 /* How samples are unwound. */
 enum fx_dwunwind_engine {
 	FX_DWUNWIND_TABLES,  /* compiled rules; libdwfl for what they cannot walk */
-	FX_DWUNWIND_LIBDWFL, /* libdwfl only (to compare, or should the rules be wrong) */
+	FX_DWUNWIND_LIBDWFL, /* libdwfl only (to compare, or should the rules be wrong);
+			      * past a copy that ran out, the rules still walk on */
 	FX_DWUNWIND_CHECK,   /* both for every sample, compared; the rules' answer is kept */
 };
+
+/* Bytes of a thread's stack read past the copy, at most, to walk on where
+ * the copy ran out (fx_dwunwind_user()). */
+#define FX_DWUNWIND_LIVE_BYTES (16u << 10)
 
 /* Bytes of compiled rules kept (cfitab.h). */
 #define FX_DWUNWIND_TABLE_BYTES (8u << 20)
@@ -66,9 +71,18 @@ struct fx_dwunwind_stats {
 	uint64_t evicted;      /* Dwfl dropped for the cache bound */
 	uint64_t idle_dropped; /* Dwfl dropped by fx_dwunwind_drop_idle() */
 	uint64_t truncated;    /* unwinds that stopped before the outermost frame */
-	uint64_t no_regs;      /* samples without user registers (kernel threads) */
-	uint64_t ns;	       /* time spent unwinding, estimated from every 8th walk */
-	uint64_t live;	       /* Dwfl held now (processes cached) */
+	/* Walks the copy could not hold (a frame bigger than what was left of
+	 * it): those whose slot the kernel's frame-pointer chain names
+	 * (stitched), and of them the ones walked on from the thread's memory
+	 * to the outermost frame (stitch_live), those whose memory had moved
+	 * on, given the chain's frames and the outermost ones from memory
+	 * (stitch_outer), and those given the chain's frames alone
+	 * (stitch_fp); and those with no link there (cut_no_link: code
+	 * without frame pointers around the big frame). */
+	uint64_t stitched, stitch_live, stitch_outer, stitch_fp, cut_no_link;
+	uint64_t no_regs; /* samples without user registers (kernel threads) */
+	uint64_t ns;	  /* time spent unwinding, estimated from every 8th walk */
+	uint64_t live;	  /* Dwfl held now (processes cached) */
 };
 
 struct fx_dwunwind;
@@ -82,8 +96,13 @@ void fx_dwunwind_free(struct fx_dwunwind *d);
 /* Unwinds the user stack of @s (sampled with FX_DWUNWIND_REGS_MASK and a
  * stack copy) in @proc. Writes up to @cap instruction addresses, innermost
  * first, return addresses already moved back into their call instruction.
- * Returns the count; sets *@truncated when the walk stopped early (no CFI, the
- * stack copy ran out, @cap reached). */
+ * Where the copy runs out before the outermost frame, the walk goes on from
+ * the user part of @s's callchain (the kernel's frame-pointer walk at the
+ * sample, when it was asked for) and the thread's memory, read with
+ * process_vm_readv (at most FX_DWUNWIND_LIVE_BYTES) and checked against that
+ * chain. Returns the count; sets *@truncated exactly when the frames do not
+ * reach the outermost one (_start, a thread's start): no CFI, a copy that ran
+ * out and could not be walked on, @cap reached. */
 size_t fx_dwunwind_user(struct fx_dwunwind *d, const struct fx_proc *proc,
 			const struct fx_record_sample *s, uint64_t *ips, size_t cap,
 			bool *truncated);

@@ -294,12 +294,236 @@ static void test_unwind_self(void **state)
 	assert_int_equal(st.check_frames_same, st.check_frames);
 }
 
+/* ---- each way a walk ends ---- */
+
+/* The user part of a callchain as the kernel gives it. */
+struct chain {
+	uint64_t ips[8];
+	uint64_t nr;
+};
+
+struct ends {
+	struct fx_objects *objs;
+	struct fx_procs *procs;
+	struct fx_symbolizer *sym;
+	const struct fx_proc *proc;
+};
+
+/* The function names of @n frames. */
+static void names_of(struct ends *x, const uint64_t *ips, size_t n, const char **out)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct fx_sym_result r;
+		uint32_t object;
+		uint64_t off;
+		const struct fx_object *ob;
+
+		out[i] = "?";
+		if (!fx_procs_resolve(x->proc, ips[i], &object, &off))
+			continue;
+		ob = fx_objects_get(x->objs, object);
+		fx_symbolizer_resolve(x->sym,
+				      &(struct fx_elf_source){ .fd = -1,
+							       .path = ob->path,
+							       .build_id = ob->build_id,
+							       .build_id_len = ob->build_id_len },
+				      &off, 1, &r);
+		out[i] = r.frames[0].name ? r.frames[0].name : "?";
+	}
+}
+
+/* Unwinds the snapshot with its copy cut to @len bytes and @ch as its user
+ * callchain (NULL: none). */
+static size_t unwind_cut(struct fx_dwunwind *d, struct ends *x, uint64_t len,
+			 const struct chain *ch, uint64_t *ips, size_t cap, bool *truncated)
+{
+	struct fx_record_sample s = { 0 };
+	uint64_t raw[9];
+
+	s.pid = s.tid = (uint32_t)getpid();
+	s.abi = PERF_SAMPLE_REGS_ABI_64;
+	s.regs = snap.regs;
+	s.stack = snap.stack;
+	s.stack_size = s.stack_dyn_size = len;
+	if (ch) {
+		raw[0] = PERF_CONTEXT_USER;
+		memcpy(raw + 1, ch->ips, ch->nr * 8);
+		s.ips = raw;
+		s.nr = ch->nr + 1;
+	}
+	return fx_dwunwind_user(d, x->proc, &s, ips, cap, truncated);
+}
+
+static uint64_t word_at(uint64_t addr)
+{
+	uint64_t v;
+
+	memcpy(&v, (const void *)(uintptr_t)addr, 8);
+	return v;
+}
+
+/* Runs inside the call path it captured, so that its outer frames are still
+ * live for the walk that goes on from memory: capture_live()'s own return
+ * address sits just past a copy cut at its frame. */
+static void check_ends(enum fx_dwunwind_engine engine)
+{
+	struct ends x = { 0 };
+	struct fx_dwunwind *d;
+	struct fx_dwunwind_stats st;
+	const char *names[64];
+	uint64_t ips[64], bp = snap.regs[6], ra_at = bp + 8, cut = ra_at - snap.regs[7];
+	struct chain ch = { .ips = { snap.regs[8], word_at(bp + 8) }, .nr = 2 };
+	bool truncated;
+	size_t n, whole;
+
+	x.objs = fx_objects_new("/proc", 64);
+	x.procs = fx_procs_new(x.objs, "/proc");
+	x.sym = fx_symbolizer_new(NULL);
+	x.proc = fx_procs_get(x.procs, (uint32_t)getpid());
+	d = fx_dwunwind_new(x.objs, 4, engine);
+	assert_non_null(x.proc);
+	assert_non_null(d);
+
+	/* Whole: the outermost frame (_start) reached. */
+	whole = unwind_cut(d, &x, snap.stack_len, NULL, ips, 64, &truncated);
+	names_of(&x, ips, whole, names);
+	assert_false(truncated);
+	assert_string_equal(names[0], "capture_live");
+	assert_string_equal(names[whole - 1], "_start");
+
+	/* The frame cap reached: cut. */
+	unwind_cut(d, &x, snap.stack_len, NULL, ips, 3, &truncated);
+	assert_true(truncated);
+
+	/* The copy ends at capture_live's return address, no callchain (no
+	 * frame-pointer link to go on from): cut. */
+	n = unwind_cut(d, &x, cut, NULL, ips, 64, &truncated);
+	assert_int_equal(n, 1);
+	assert_true(truncated);
+	fx_dwunwind_get_stats(d, &st);
+	assert_int_equal(st.cut_no_link, 1);
+
+	/* The same with the kernel's chain: its link is capture_live's frame,
+	 * the slot still holds what the chain says, and the thread's memory
+	 * carries the walk to _start: the same frames as the whole copy. */
+	n = unwind_cut(d, &x, cut, &ch, ips, 64, &truncated);
+	names_of(&x, ips, n, names);
+	assert_false(truncated);
+	assert_int_equal(n, whole);
+	assert_string_equal(names[1], "level_live_b");
+	assert_string_equal(names[2], "level_live_a");
+	assert_string_equal(names[n - 1], "_start");
+	fx_dwunwind_get_stats(d, &st);
+	assert_int_equal(st.stitch_live, 1);
+
+	/* A chain whose return address the memory no longer holds, and whose
+	 * last one (level_live_b's) the memory does: the chain's frames, then
+	 * the outermost ones from the memory. */
+	ch.ips[1] = 0x1234;
+	ch.ips[2] = word_at(word_at(bp) + 8);
+	ch.nr = 3;
+	n = unwind_cut(d, &x, cut, &ch, ips, 64, &truncated);
+	names_of(&x, ips, n, names);
+	assert_false(truncated);
+	assert_int_equal(ips[1], 0x1233);
+	assert_string_equal(names[2], "level_live_a");
+	assert_string_equal(names[n - 1], "_start");
+	fx_dwunwind_get_stats(d, &st);
+	assert_int_equal(st.stitch_outer, 1);
+
+	/* Neither in the memory: the chain alone, cut. */
+	ch.ips[2] = 0x5678;
+	n = unwind_cut(d, &x, cut, &ch, ips, 64, &truncated);
+	assert_true(truncated);
+	assert_int_equal(n, 3);
+	assert_int_equal(ips[2], 0x5677);
+
+	/* A copy shorter than asked for ended at the stack's top: a read past
+	 * it is the outermost frame's, not a cut. */
+	{
+		struct fx_record_sample s = { .pid = (uint32_t)getpid(),
+					      .tid = (uint32_t)getpid(),
+					      .abi = PERF_SAMPLE_REGS_ABI_64,
+					      .regs = snap.regs,
+					      .stack = snap.stack,
+					      .stack_size = cut + 4096,
+					      .stack_dyn_size = cut };
+
+		fx_dwunwind_user(d, x.proc, &s, ips, 64, &truncated);
+		assert_false(truncated);
+	}
+
+	/* A pc in no mapping, no frame pointer to go on by: cut. */
+	{
+		uint64_t regs[17];
+		struct fx_record_sample s = { .pid = (uint32_t)getpid(),
+					      .tid = (uint32_t)getpid(),
+					      .abi = PERF_SAMPLE_REGS_ABI_64,
+					      .regs = regs,
+					      .stack = snap.stack,
+					      .stack_size = snap.stack_len,
+					      .stack_dyn_size = snap.stack_len };
+
+		memcpy(regs, snap.regs, sizeof(regs));
+		regs[8] = 0x10; /* IP */
+		regs[6] = 0;	/* BP */
+		fx_dwunwind_user(d, x.proc, &s, ips, 64, &truncated);
+		assert_true(truncated);
+	}
+	fx_dwunwind_get_stats(d, &st);
+	assert_int_equal(st.truncated, 4);
+
+	fx_dwunwind_free(d);
+	fx_symbolizer_free(x.sym);
+	fx_procs_free(x.procs);
+	fx_objects_free(x.objs);
+}
+
+static enum fx_dwunwind_engine live_engine;
+
+__attribute__((noinline)) static void capture_live(void)
+{
+	ucontext_t uc;
+	uint64_t sp, len;
+
+	assert_int_equal(getcontext(&uc), 0);
+	pack(&uc);
+	sp = snap.regs[7];
+	len = stack_end(sp) - sp;
+	snap.stack_len = len < sizeof(snap.stack) ? len : sizeof(snap.stack);
+	copy_stack(snap.stack, (uintptr_t)sp, snap.stack_len);
+	check_ends(live_engine);
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void level_live_b(void)
+{
+	capture_live();
+	__asm__ volatile("" ::: "memory");
+}
+
+__attribute__((noinline)) static void level_live_a(void)
+{
+	level_live_b();
+	__asm__ volatile("" ::: "memory");
+}
+
+static void test_walk_ends(void **state)
+{
+	(void)state;
+	live_engine = FX_DWUNWIND_TABLES;
+	level_live_a();
+	live_engine = FX_DWUNWIND_LIBDWFL;
+	level_live_a();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dwarf_regs),
 		cmocka_unit_test(test_load_bias),
 		cmocka_unit_test(test_unwind_self),
+		cmocka_unit_test(test_walk_ends),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
