@@ -42,7 +42,14 @@ bytes a row and 12 bytes a function listed in .eh_frame_hdr, compiled the
 first time a sample lands in the function: 272-675 KiB for the whole system,
 compiled in 1-3 ms over a recording.
 
+With `--baseline DIR` (another build, e.g. of the commit before a change),
+its daemon runs beside this build's in the same rounds, whole system and
+with the workload's cgroup: rows "... (baseline)" and a line of ratios, the
+side-by-side figures a change's cost is judged by. `--recorders` picks
+recorders by name (a comma-separated list of substrings).
+
 usage: bench/rate.py [--build DIR] [--quick] [--rounds N] [--duration S] [--hosts 32,64,128]
+                     [--baseline DIR] [--recorders daemon,perf]
 """
 import gzip
 import os
@@ -80,6 +87,10 @@ def add_args(ap):
     ap.add_argument("--duration", type=float,
                     help="seconds of workload per run (default 15; --quick 4)")
     ap.add_argument("--hosts", help="emulated host CPU counts (default 32,64,128)")
+    ap.add_argument("--baseline", help="another build directory whose daemon runs beside "
+                    "this one's in the same rounds")
+    ap.add_argument("--recorders", help="only the recorders whose names hold one of these "
+                    "comma-separated words")
 
 
 def hosts(a):
@@ -152,7 +163,7 @@ def gzip_levels(path):
     return out
 
 
-def run_daemon(ctx, n, dur, tmp, cgroup=False):
+def run_daemon(ctx, n, dur, tmp, cgroup=False, agent=None):
     """The agent as users run it: whole system, 10 s windows, every thread
     counted over whole windows. The workload starts at a window boundary and
     runs @dur rounded up to whole windows; the agent's CPU is taken when the
@@ -186,7 +197,7 @@ def run_daemon(ctx, n, dur, tmp, cgroup=False):
             os.makedirs(cg, exist_ok=True)
             f.write(f"targets:\n  - name: work\n    cgroup: /{name}\n")
     try:
-        return daemon_runs(ctx, n, dur, tmp, cfg, out, prom, cg)
+        return daemon_runs(ctx, agent or ctx.agent, n, dur, tmp, cfg, out, prom, cg)
     finally:
         if cg:
             try:
@@ -195,8 +206,8 @@ def run_daemon(ctx, n, dur, tmp, cgroup=False):
                 ctx.log(f"rate: cannot remove {cg}: {e}")
 
 
-def daemon_runs(ctx, n, dur, tmp, cfg, out, prom, cg):
-    proc = subprocess.Popen([ctx.agent, "--config", cfg], stdout=subprocess.DEVNULL,
+def daemon_runs(ctx, agent, n, dur, tmp, cfg, out, prom, cg):
+    proc = subprocess.Popen([agent, "--config", cfg], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     err = []
     drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
@@ -262,7 +273,8 @@ def daemon_runs(ctx, n, dur, tmp, cfg, out, prom, cg):
 def run_one(ctx, name, n, dur, tmp):
     tool, extra = RECORDERS[name]
     if tool == "fxd":
-        return run_daemon(ctx, n, dur, tmp, cgroup="cgroup" in extra)
+        return run_daemon(ctx, n, dur, tmp, cgroup="cgroup" in extra,
+                          agent=ctx.baseline if "baseline" in extra else None)
     hz = round(99 * n / fb.NCPU)
     rec = dur + LEAD + TAIL
     ring = ring_bytes(n)
@@ -325,6 +337,16 @@ def run(ctx, a):
         sys.exit("perf is missing: apt-get install linux-perf")
     fb.need_root()
     names = list(RECORDERS)
+    ctx.baseline = None
+    if a.baseline:
+        ctx.baseline = os.path.join(os.path.abspath(a.baseline), "fxagent")
+        ctx.need(ctx.baseline)
+        for k in ("fxagent daemon", "fxagent daemon, the workload's cgroup"):
+            RECORDERS[f"{k} (baseline)"] = (RECORDERS[k][0], RECORDERS[k][1] + ["baseline"])
+        names = list(RECORDERS)
+    if a.recorders:
+        words = [w.strip() for w in a.recorders.split(",") if w.strip()]
+        names = [k for k in names if any(w in k for w in words)]
     rows = []
     summary = []
     aims = []
@@ -354,7 +376,18 @@ def run(ctx, a):
                          fb.f(med["truncated_pct"], "{:.2f}%"),
                          fb.f(med["unwind_med_us"], "{:.1f} us"),
                          fb.f(med["by_rules_pct"], "{:.1f}%")])
-        dmn, perf = res["fxagent daemon"], res["perf dwarf"]
+        for k in ("fxagent daemon", "fxagent daemon, the workload's cgroup"):
+            new, base = res.get(k), res.get(f"{k} (baseline)")
+            if new and base:
+                def ratio(key):
+                    return fb.med([r[key] for r in new]) / max(1e-9, fb.med([r[key] for r in base]))
+                summary.append(
+                    f"- {n} CPUs, {k[len('fxagent '):]}: this build against the baseline "
+                    f"{ratio('cpu_pct'):.2f}x the CPU (sampling {ratio('sampling_pct'):.2f}x, "
+                    f"fx-publish {ratio('publish_pct'):.2f}x), medians "
+                    f"{fb.med([r['cpu_pct'] for r in new]):.2f}% against "
+                    f"{fb.med([r['cpu_pct'] for r in base]):.2f}% of one CPU.")
+        dmn, perf = res.get("fxagent daemon"), res.get("perf dwarf")
         if dmn:
             x = fb.med([r["cpu_pct"] for r in dmn])
             pub = fb.med([r["publish_us_per_sample"] for r in dmn])
@@ -374,7 +407,7 @@ def run(ctx, a):
             if n == 64:
                 aims.append(fb.aim(pub <= 0.5, f"{n} CPUs: publishing at most 0.5 us a sample "
                                    f"({pub:.2f} us)"))
-        own = res["fxagent daemon, the workload's cgroup"]
+        own = res.get("fxagent daemon, the workload's cgroup")
         if own:
             summary.append(
                 f"- {n} CPUs, the daemon sampling the workload's cgroup alone (its own threads "
@@ -383,8 +416,8 @@ def run(ctx, a):
                 f"{fb.med([r['sampling_pct'] for r in own]):.2f}%, fx-publish "
                 f"{fb.med([r['publish_pct'] for r in own]):.2f}%), publishing "
                 f"{fb.med([r['publish_us_per_sample'] for r in own]):.2f} us a sample.")
-        rules = res["fxagent dwarf (rules)"]
-        dwfl = res["fxagent libdwfl"]
+        rules = res.get("fxagent dwarf (rules)")
+        dwfl = res.get("fxagent libdwfl")
         if rules and dwfl:
             x = fb.med([r["cpu_pct"] for r in rules])
             y = fb.med([r["cpu_pct"] for r in dwfl])
