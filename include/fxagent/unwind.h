@@ -37,8 +37,12 @@ struct fx_unwind_opts {
 };
 
 struct fx_unwind_result {
-	size_t n;	/* frames written, outermost first */
-	bool truncated; /* the walk stopped early (depth cap, bad callchain) */
+	size_t n; /* frames written, outermost first */
+	/* The user frames do not reach the outermost one (_start, a thread's
+	 * start, by its CFI): the depth cap, a walk without CFI or that ran out
+	 * of its copy (dwunwind.h), a frame-pointer chain that stopped in code
+	 * without frame pointers. Kernel threads, with no user part, are whole. */
+	bool truncated;
 };
 
 struct fx_unwinder;
@@ -53,7 +57,8 @@ void fx_unwind_forget(struct fx_unwinder *u, uint32_t pid);
 /* NULL in frame-pointer mode. */
 const struct fx_dwunwind *fx_unwind_dwarf(const struct fx_unwinder *u);
 
-/* fx_dwunwind_mark() / fx_dwunwind_drop_idle() in dwarf mode; 0 in fp mode. */
+/* fx_dwunwind_mark() / fx_dwunwind_drop_idle() in dwarf mode; in fp mode,
+ * the rules that tell the outermost frame. */
 uint64_t fx_unwind_mark(const struct fx_unwinder *u);
 size_t fx_unwind_drop_idle(struct fx_unwinder *u, uint64_t mark);
 
