@@ -87,6 +87,8 @@ struct tables {
 	struct sample_ref *samples;
 	size_t nsamples;
 	size_t marker_thread; /* the thread that carries the markers */
+	size_t busiest;	      /* the on-CPU thread with the most samples */
+	bool any_busy;	      /* false: no on-CPU thread has a sample */
 };
 
 /* Builds every table of @t->in. Returns 0 or -errno (-ENOMEM, -EINVAL for an

@@ -339,10 +339,11 @@ out:
 	return rc;
 }
 
-/* The markers' track: the on-CPU thread with the most samples. The profiler
- * hides tracks with little CPU by default (the agent's own among them), and
+/* The on-CPU track with the most samples (the first of equals): the one
+ * the profiler selects first, and the markers' track. The profiler hides
+ * tracks with little CPU by default (the agent's own among them), and
  * markers on a hidden track are not in the marker chart. */
-static void pick_marker_thread(struct tables *t)
+static void pick_busiest(struct tables *t)
 {
 	const struct fx_profile_input *in = t->in;
 	size_t best = 0;
@@ -353,9 +354,12 @@ static void pick_marker_thread(struct tables *t)
 
 		if (!in->threads[k].off_cpu && n > best) {
 			best = n;
-			t->marker_thread = k;
+			t->busiest = k;
+			t->any_busy = true;
 		}
 	}
+	if (t->any_busy)
+		t->marker_thread = t->busiest;
 }
 
 int prof_build_tables(struct tables *t)
@@ -378,6 +382,6 @@ int prof_build_tables(struct tables *t)
 	}
 	rc = build_samples(t);
 	if (rc == 0)
-		pick_marker_thread(t);
+		pick_busiest(t);
 	return rc;
 }

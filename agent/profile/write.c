@@ -140,6 +140,16 @@ void fx_profile_thread_head(struct fx_json *j, const char *name, const char *pro
 	fx_json_key_raw(j, "showMarkersInTimeline", "true");
 }
 
+void fx_profile_selected_thread(struct fx_json *j, size_t index)
+{
+	/* Without it the profiler takes the thread with the most CPU time,
+	 * which it reads from threadCPUDelta: a track of few samples can win
+	 * over a busier one, and an off-CPU track (no delta) over them all. */
+	fx_json_key_array(j, "initialSelectedThreads");
+	fx_json_uint(j, index);
+	fx_json_array_end(j);
+}
+
 void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value)
 {
 	fx_json_object_begin(j);
@@ -202,8 +212,9 @@ static void write_symbols(const struct fx_profile_input *in, struct fx_json *j, 
 	}
 }
 
-static void write_meta(const struct fx_profile_input *in, struct fx_json *j)
+static void write_meta(const struct tables *t, struct fx_json *j)
 {
+	const struct fx_profile_input *in = t->in;
 	const struct fx_profile_meta *m = &in->meta;
 
 	fx_json_key(j, "meta");
@@ -211,6 +222,8 @@ static void write_meta(const struct fx_profile_input *in, struct fx_json *j)
 	fx_profile_meta_common(j, m->product ? m->product : "fxagent", m->interval_ms,
 			       m->start_time_ms,
 			       m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
+	if (t->any_busy)
+		fx_profile_selected_thread(j, t->busiest);
 	if (m->target) {
 		/* For collectors: the chunk's identity in one place. */
 		fx_json_key(j, "fxagent");
@@ -631,7 +644,7 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 	if (rc < 0)
 		goto out;
 	fx_json_object_begin(j);
-	write_meta(in, j);
+	write_meta(&t, j);
 	write_libs(in, j);
 	write_shared(&t, j);
 	fx_json_key_array(j, "threads");

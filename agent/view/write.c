@@ -38,7 +38,9 @@ static const char *str(const struct merge *m, uint64_t i)
 	return view_strtab_at(&m->strs, (uint32_t)i, &len);
 }
 
-static void write_meta(const struct merge *m, struct fx_json *j)
+/* @selected: the rank of the track the profiler selects first; SIZE_MAX:
+ * its own choice. */
+static void write_meta(const struct merge *m, size_t selected, struct fx_json *j)
 {
 	char hosts[32], samples[32], bucket[48];
 
@@ -52,6 +54,8 @@ static void write_meta(const struct merge *m, struct fx_json *j)
 	fx_json_key_object(j, "meta");
 	fx_profile_meta_common(j, "fxagent view", m->interval > 0 ? m->interval : 1000.0 / 99,
 			       m->start, m->end > m->start ? m->end - m->start : 0);
+	if (selected != SIZE_MAX)
+		fx_profile_selected_thread(j, selected);
 	fx_json_key_array(j, "extra");
 	fx_json_object_begin(j);
 	fx_json_key_string(j, "label", "fxagent view");
@@ -343,10 +347,6 @@ static void write_thread(const struct merge *m, size_t rank, bool carrier, const
 	fx_json_object_end(j);
 }
 
-/* Each host's markers go on its on-CPU track with the most samples: the
- * profiler hides tracks with little CPU by default, and markers on a hidden
- * track are not in the marker chart. A host without one: its first track.
- * Fills @carrier (by rank). Returns 0 or -ENOMEM. */
 uint64_t *view_track_weights(const struct merge *m)
 {
 	uint64_t *weight = calloc(m->tracks.n + 1, sizeof(*weight));
@@ -358,13 +358,27 @@ uint64_t *view_track_weights(const struct merge *m)
 	return weight;
 }
 
-static int pick_carriers(const struct merge *m, bool *carrier)
+/* Each host's markers go on its on-CPU track with the most samples: the
+ * profiler hides tracks with little CPU by default, and markers on a hidden
+ * track are not in the marker chart. A host without one: its first track.
+ * Fills @carrier (by rank), and @selected with the rank of the track with
+ * the most on-CPU samples of all (SIZE_MAX: none has one). Returns 0 or
+ * -ENOMEM. */
+static int pick_carriers(const struct merge *m, bool *carrier, size_t *selected)
 {
 	size_t nt = m->tracks.n, first = 0;
-	uint64_t *weight = view_track_weights(m);
+	uint64_t *weight = view_track_weights(m), most = 0;
 
 	if (!weight)
 		return -ENOMEM;
+	/* The track with the most on-CPU samples is the one selected first. */
+	*selected = SIZE_MAX;
+	for (size_t r = 0; r < nt; r++) {
+		if (weight[m->order[r]] > most) {
+			most = weight[m->order[r]];
+			*selected = r;
+		}
+	}
 	for (size_t r = 0; r < nt; r++) {
 		uint64_t host = view_rectab_at(&m->tracks, m->order[r])[0];
 		size_t best = first;
@@ -389,15 +403,15 @@ static int pick_carriers(const struct merge *m, bool *carrier)
 
 int view_write_json(const struct merge *m, struct fx_json *j)
 {
-	size_t nt = m->tracks.n, next = 0;
+	size_t nt = m->tracks.n, next = 0, selected;
 	bool *carrier = calloc(nt + 1, sizeof(*carrier));
 
-	if (!carrier || pick_carriers(m, carrier) < 0) {
+	if (!carrier || pick_carriers(m, carrier, &selected) < 0) {
 		free(carrier);
 		return -ENOMEM;
 	}
 	fx_json_object_begin(j);
-	write_meta(m, j);
+	write_meta(m, selected, j);
 	write_libs(m, j);
 	write_shared(m, j);
 	fx_json_key_array(j, "threads");

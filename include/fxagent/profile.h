@@ -149,14 +149,19 @@ struct fx_profile_stats {
 void fx_profile_meta_common(struct fx_json *j, const char *product, double interval_ms,
 			    double start_time_ms, double end_ms);
 void fx_profile_extra_entry(struct fx_json *j, const char *label, const char *value);
+/* meta.initialSelectedThreads: the thread at @index of "threads" is the
+ * one the profiler selects when it opens the profile. */
+void fx_profile_selected_thread(struct fx_json *j, size_t index);
 /* The empty "sources" and "sourceLocationTable" of the shared tables. */
 void fx_profile_no_sources(struct fx_json *j);
 /* A thread's keys before its samples and markers, in an open thread object. */
 void fx_profile_thread_head(struct fx_json *j, const char *name, const char *process_name,
 			    bool main, const char *pid, int64_t tid);
 
-/* Writes the profile JSON to @j (does not call fx_json_finish). Returns 0 or
- * -errno (-ENOMEM, or the writer's error). */
+/* Writes the profile JSON to @j (does not call fx_json_finish). The on-CPU
+ * track with the most samples is the one the profiler selects first
+ * (meta.initialSelectedThreads; left to the profiler when no track has a
+ * sample). Returns 0 or -errno (-ENOMEM, or the writer's error). */
 int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 			  struct fx_profile_stats *stats);
 

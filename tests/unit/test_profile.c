@@ -453,6 +453,8 @@ static void test_profile_tables(void **state)
 		  "index($t) != null))]",
 		  "[[\"Recording\",\"Lost samples\",\"Lost samples\"],[true,true,true]]");
 	assert_jq(p, "[.threads[1:][] | .markers.length]", "[0,0]");
+	/* The busiest track is the one the profiler selects first. */
+	assert_jq(p, ".meta.initialSelectedThreads", "[0]");
 
 	unlink(p);
 	free(p);
