@@ -62,6 +62,9 @@ struct options {
 	/* Which sampling flags were given: they override the config. */
 	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack, check_names;
 	bool off_cpu; /* --off-cpu */
+
+	/* --reuse-threads */
+	bool reuse_threads;
 };
 
 static volatile sig_atomic_t stop_requested, reload_requested;
@@ -114,6 +117,8 @@ static void usage(FILE *f)
 		"      --include-idle   keep the samples of the idle task (pid 0)\n"
 		"      --off-cpu        and where threads wait, weighted by time: a track\n"
 		"                       \"THREAD (off-CPU)\" beside each thread that waited\n"
+		"      --reuse-threads  one track per process and thread name: threads of\n"
+		"                       one name share it (window.reuse_threads)\n"
 		"      --check-names    judge every name given against a reading of its\n"
 		"                       object of its own (slow; -v prints the count)\n"
 		"  -v, --verbose        log more: a line per window (-vv: debug)\n"
@@ -163,6 +168,7 @@ enum {
 	OPT_OPEN,
 	OPT_CHECK_NAMES,
 	OPT_OFF_CPU,
+	OPT_REUSE_THREADS,
 };
 
 /* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
@@ -215,6 +221,9 @@ static int sampling_option(int c, const char *arg, struct options *o)
 		return 0;
 	case OPT_OFF_CPU:
 		o->off_cpu = true;
+		return 0;
+	case OPT_REUSE_THREADS:
+		o->reuse_threads = true;
 		return 0;
 	case OPT_STACK_BYTES:
 		if (parse_uint(arg, 1024, 32768, &v) < 0 || v % 8)
@@ -332,6 +341,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "check-names", no_argument, NULL, OPT_CHECK_NAMES },
 		{ "off-cpu", no_argument, NULL, OPT_OFF_CPU },
+		{ "reuse-threads", no_argument, NULL, OPT_REUSE_THREADS },
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
 		{ "check-upload", no_argument, NULL, OPT_CHECK_UPLOAD },
@@ -427,6 +437,8 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		cfg->symbolization.check_names = true;
 	if (o->off_cpu)
 		cfg->sampling.off_cpu.enabled = true;
+	if (o->reuse_threads)
+		cfg->window.reuse_threads = true;
 	if (o->window_seconds)
 		cfg->window.seconds = o->window_seconds;
 	if (o->output_dir) {

@@ -100,12 +100,12 @@ int cfg_get_sampling(struct ctx *x, const struct node *n)
 
 int cfg_get_window(struct ctx *x, const struct node *n)
 {
-	static const char *const keys[] = { "seconds", "max_stacks" };
-	const struct node *v[2], *k[2];
+	static const char *const keys[] = { "seconds", "max_stacks", "reuse_threads" };
+	const struct node *v[3], *k[3];
 	uint64_t u;
 	int r;
 
-	r = cfg_get_map(x, n, "window", "a mapping", keys, 2, v, k);
+	r = cfg_get_map(x, n, "window", "a mapping", keys, 3, v, k);
 	if (!r && v[0]) {
 		r = cfg_get_uint(x, v[0], "window.seconds", 1, 3600, 1, &u);
 		if (!r)
@@ -116,6 +116,8 @@ int cfg_get_window(struct ctx *x, const struct node *n)
 		if (!r)
 			x->c->window.max_stacks = (size_t)u;
 	}
+	if (!r && v[2])
+		r = cfg_get_bool(x, v[2], "window.reuse_threads", &x->c->window.reuse_threads);
 	return r;
 }
 

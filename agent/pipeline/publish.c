@@ -127,6 +127,7 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		.on_symbolize = p->opts.on_symbolize,
 		.name_check = cfg->symbolization.check_names ? &p->stats.names : NULL,
 		.jit = cfg->symbolization.jit,
+		.reuse_threads = cfg->window.reuse_threads,
 		.name_check_log_left = &p->names_log_left,
 	};
 

@@ -566,6 +566,7 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 		.markers = markers,
 		.nmarkers = nmarkers,
 		.marker_thread = marker_thread,
+		.reuse_threads = in->reuse_threads,
 	};
 	ret = fx_profile_write_file(&pin, path, &stats->profile);
 out:

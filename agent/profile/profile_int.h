@@ -83,13 +83,25 @@ struct tables {
 	int64_t marker_name[2]; /* recording, lost */
 	struct pairtab threads; /* (pid, tid) of the listed threads */
 	uint32_t *thread_of;	/* threads entry -> first listed thread with that key */
-	size_t *thread_start;	/* nthreads + 1 offsets into samples */
+	/* listed thread -> the listed thread whose track takes its samples:
+	 * itself, or the first of its group with reuse_threads */
+	uint32_t *track_of;
+	/* listed thread -> its index in the threads written (merged ones: their track's) */
+	uint32_t *written;
+	size_t nwritten;
+	size_t *thread_start; /* nthreads + 1 offsets into samples */
 	struct sample_ref *samples;
 	size_t nsamples;
 	size_t marker_thread; /* the thread that carries the markers */
 	size_t busiest;	      /* the on-CPU thread with the most samples */
 	bool any_busy;	      /* false: no on-CPU thread has a sample */
 };
+
+/* Whether listed thread @k is written: not merged into another's track. */
+static inline bool prof_thread_written(const struct tables *t, size_t k)
+{
+	return t->track_of[k] == k;
+}
 
 /* Builds every table of @t->in. Returns 0 or -errno (-ENOMEM, -EINVAL for an
  * input that breaks profile.h's rules). */

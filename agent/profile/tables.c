@@ -107,6 +107,8 @@ void prof_tables_free(struct tables *t)
 	free(t->stack_last);
 	pairtab_free(&t->threads);
 	free(t->thread_of);
+	free(t->track_of);
+	free(t->written);
 	free(t->thread_start);
 	free(t->samples);
 }
@@ -255,6 +257,69 @@ static int build_stacks(struct tables *t)
 	return 0;
 }
 
+/* Threads that share a track with reuse_threads: one process, one name,
+ * both on or both off CPU. */
+static int cmp_group(const struct fx_profile_thread *x, const struct fx_profile_thread *y)
+{
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->off_cpu != y->off_cpu)
+		return x->off_cpu ? 1 : -1;
+	return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+/* Listed threads by group, each group in the order listed. */
+static int cmp_listed(const void *pa, const void *pb, void *arg)
+{
+	const struct fx_profile_thread *th = arg;
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	int r = cmp_group(&th[a], &th[b]);
+
+	if (r)
+		return r;
+	return a < b ? -1 : a > b;
+}
+
+/* Fills track_of and written: each listed thread's own track, or with
+ * reuse_threads the track of the first listed thread of its group; a main
+ * thread (tid == pid) keeps its own, the process's track. */
+static int group_threads(struct tables *t)
+{
+	const struct fx_profile_input *in = t->in;
+	size_t n = in->nthreads, m = 0;
+	uint32_t *idx = NULL;
+
+	t->track_of = malloc((n + 1) * sizeof(*t->track_of));
+	t->written = malloc((n + 1) * sizeof(*t->written));
+	if (!t->track_of || !t->written)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		t->track_of[k] = (uint32_t)k;
+	if (in->reuse_threads && n > 1) {
+		idx = malloc(n * sizeof(*idx));
+		if (!idx)
+			return -ENOMEM;
+		for (size_t k = 0; k < n; k++) {
+			if (in->threads[k].tid != in->threads[k].pid)
+				idx[m++] = (uint32_t)k;
+		}
+		if (m)
+			qsort_r(idx, m, sizeof(*idx), cmp_listed, (void *)in->threads);
+		for (size_t i = 1; i < m; i++) {
+			if (!cmp_group(&in->threads[idx[i]], &in->threads[idx[i - 1]]))
+				t->track_of[idx[i]] = t->track_of[idx[i - 1]];
+		}
+		free(idx);
+	}
+	for (size_t k = 0; k < n; k++) {
+		if (prof_thread_written(t, k))
+			t->written[k] = (uint32_t)t->nwritten++;
+		else
+			t->written[k] = t->written[t->track_of[k]];
+	}
+	return 0;
+}
+
 static int cmp_sample(const void *pa, const void *pb)
 {
 	const struct sample_ref *a = pa, *b = pb;
@@ -264,8 +329,10 @@ static int cmp_sample(const void *pa, const void *pb)
 	return a->seq < b->seq ? -1 : a->seq > b->seq;
 }
 
-/* Groups the window's samples by listed thread (one hash look-up per sample)
- * and sorts each thread's samples by time: CPUs deliver them out of order. */
+/* Groups the window's samples by track (one hash look-up per sample) and
+ * sorts each track's samples by time: CPUs deliver them out of order, and a
+ * track of several threads (reuse_threads) holds them one thread after the
+ * other until sorted. */
 static int build_samples(struct tables *t)
 {
 	const struct fx_profile_input *in = t->in;
@@ -289,7 +356,7 @@ static int build_samples(struct tables *t)
 			goto out;
 		/* A thread listed twice keeps its samples on the first entry. */
 		if ((size_t)idx == before)
-			t->thread_of[idx] = (uint32_t)i;
+			t->thread_of[idx] = t->track_of[i];
 	}
 	for (size_t i = 0; i < w->nsamples; i++) {
 		int64_t idx =
@@ -348,7 +415,7 @@ static void pick_busiest(struct tables *t)
 	const struct fx_profile_input *in = t->in;
 	size_t best = 0;
 
-	t->marker_thread = in->marker_thread;
+	t->marker_thread = in->marker_thread < in->nthreads ? t->track_of[in->marker_thread] : 0;
 	for (size_t k = 0; k < in->nthreads; k++) {
 		size_t n = t->thread_start[k + 1] - t->thread_start[k];
 
@@ -380,7 +447,9 @@ int prof_build_tables(struct tables *t)
 		if (t->marker_name[i] < 0)
 			return -ENOMEM;
 	}
-	rc = build_samples(t);
+	rc = group_threads(t);
+	if (rc == 0)
+		rc = build_samples(t);
 	if (rc == 0)
 		pick_busiest(t);
 	return rc;

@@ -223,7 +223,7 @@ static void write_meta(const struct tables *t, struct fx_json *j)
 			       m->start_time_ms,
 			       m->end_ns > m->start_ns ? ns_to_ms(m->end_ns, m->start_ns) : 0);
 	if (t->any_busy)
-		fx_profile_selected_thread(j, t->busiest);
+		fx_profile_selected_thread(j, t->written[t->busiest]);
 	if (m->target) {
 		/* For collectors: the chunk's identity in one place. */
 		fx_json_key(j, "fxagent");
@@ -648,8 +648,10 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 	write_libs(in, j);
 	write_shared(&t, j);
 	fx_json_key_array(j, "threads");
-	for (size_t i = 0; i < in->nthreads; i++)
-		write_thread(&t, i, j);
+	for (size_t i = 0; i < in->nthreads; i++) {
+		if (prof_thread_written(&t, i))
+			write_thread(&t, i, j);
+	}
 	fx_json_array_end(j);
 	fx_json_key_raw(j, "pages", "[]");
 	fx_json_key_raw(j, "profilerOverhead", "[]");
@@ -659,8 +661,7 @@ int fx_profile_write_json(const struct fx_profile_input *in, struct fx_json *j,
 	if (rc < 0)
 		goto out;
 	if (stats)
-		*stats =
-			(struct fx_profile_stats){ .samples = t.nsamples, .threads = in->nthreads };
+		*stats = (struct fx_profile_stats){ .samples = t.nsamples, .threads = t.nwritten };
 out:
 	prof_tables_free(&t);
 	return rc;

@@ -71,6 +71,9 @@ struct fx_config {
 	struct {
 		unsigned seconds;  /* 1-3600; default 60 */
 		size_t max_stacks; /* distinct stacks per window, 1000-10000000; default 200000 */
+
+		/* one track per process and thread name; default false */
+		bool reuse_threads;
 	} window;
 	struct fx_target targets[FX_CONFIG_MAX_TARGETS]; /* none = the whole system */
 	size_t ntargets;

@@ -127,11 +127,16 @@ struct fx_profile_input {
 	 * which the profiler shows by default; on this one (an index into
 	 * threads) when no thread has a sample. */
 	size_t marker_thread;
+	/* One track per process and thread name: the samples of every listed
+	 * thread but the main one (tid == pid) go to the track of the first
+	 * thread listed with its pid, name and off_cpu, in time order; the
+	 * others are not written. Off: one track per listed thread. */
+	bool reuse_threads;
 };
 
 struct fx_profile_stats {
 	uint64_t samples; /* samples written */
-	uint64_t threads; /* threads written */
+	uint64_t threads; /* threads (tracks) written */
 	uint64_t bytes;	  /* compressed bytes written (file variant) */
 };
 

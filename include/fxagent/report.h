@@ -42,6 +42,8 @@ struct fx_report_input {
 	/* Name the frames of JIT code from the processes' perf maps
 	 * (fxagent/perfmap.h); false: they stay addresses. */
 	bool jit;
+	/* One track per process and thread name (profile.h's reuse_threads). */
+	bool reuse_threads;
 };
 
 struct fx_report_stats {

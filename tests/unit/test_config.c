@@ -75,6 +75,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 	assert_int_equal(a->sampling.include_idle, b->sampling.include_idle);
 	assert_int_equal(a->window.seconds, b->window.seconds);
 	assert_int_equal(a->window.max_stacks, b->window.max_stacks);
+	assert_int_equal(a->window.reuse_threads, b->window.reuse_threads);
 	assert_int_equal(a->ntargets, b->ntargets);
 	for (i = 0; i < a->ntargets; i++) {
 		assert_string_equal(a->targets[i].name, b->targets[i].name);
@@ -150,6 +151,7 @@ static void check_full(const struct fx_config *c)
 	assert_true(c->sampling.include_idle);
 	assert_int_equal(c->window.seconds, 10);
 	assert_int_equal(c->window.max_stacks, 5000);
+	assert_true(c->window.reuse_threads);
 
 	assert_int_equal(c->ntargets, 5);
 	assert_string_equal(t[0].name, "web");
@@ -291,6 +293,7 @@ static void check_window_5(const struct fx_config *c)
 {
 	assert_int_equal(c->window.seconds, 5);
 	assert_int_equal(c->window.max_stacks, 200000);
+	assert_false(c->window.reuse_threads);
 	assert_int_equal(c->sampling.frequency, 99);
 }
 
@@ -1277,6 +1280,7 @@ static void test_shipped_documents_every_key(void **state)
 		"window:",
 		"seconds:",
 		"max_stacks:",
+		"reuse_threads:",
 		"targets:",
 		"name:",
 		"systemd_unit:",

@@ -590,6 +590,80 @@ static void test_off_cpu_track(void **state)
 	free(m.data);
 }
 
+/* reuse_threads: threads of one process and name share the track of the
+ * first listed, on and off CPU each, samples in time order; a main thread
+ * keeps its own track, and so does another process's thread of that name.
+ * No sample is lost, and the busiest track is selected first. */
+static void test_reuse_threads(void **state)
+{
+	struct fixture *fx = *state;
+	const struct fx_profile_thread list[] = {
+		{ 1000, 1000, "myapp", "myapp", false },
+		{ 1000, 1001, "worker", "myapp", false },
+		{ 1000, 1001, "worker (off-CPU)", "myapp", true },
+		{ 1000, 1002, "worker", "myapp", false },
+		{ 1000, 1002, "worker (off-CPU)", "myapp", true },
+		{ 1000, 1003, "acceptor", "myapp", false },
+		{ 2000, 2000, "worker", "other", false },
+		{ 2000, 2001, "worker", "other", false },
+	};
+	const struct fx_window_frame s[] = { f_main, f_write };
+	struct fx_profile_stats stats;
+	struct membuf m = { 0 };
+	uint32_t st = stack_of(&fx->w, s, 2);
+	char *p;
+
+	/* fixture: 1000/1001 at 1.5 and 2 ms; 1000/1000 at 1, 2, 3; 2000 at 0.5, 4 */
+	add_sample(&fx->w, START_NS + 6 * MS, 1000, 1002, st);
+	add_sample(&fx->w, START_NS + 7 * MS / 4, 1000, 1002, st);
+	add_sample(&fx->w, START_NS + 5 * MS / 2, 1000, 1002, st);
+	add_sample(&fx->w, START_NS + 7 * MS, 1000, 1003, st);
+	add_sample(&fx->w, START_NS + 9 * MS, 2000, 2001, st);
+	assert_int_equal(fx_window_add_wait(&fx->w, START_NS + 8 * MS, 1000, 1001, st, 2000000), 0);
+	assert_int_equal(
+		fx_window_add_wait(&fx->w, START_NS + 13 * MS / 2, 1000, 1002, st, 1000000), 0);
+	fx->frames = realloc(fx->frames, fx->w.nframes * sizeof(*fx->frames));
+	assert_non_null(fx->frames);
+	fx->in.frames = fx->frames;
+	fx->in.threads = list;
+	fx->in.nthreads = sizeof(list) / sizeof(list[0]);
+	fx->in.reuse_threads = true;
+	p = write_profile(&fx->in, &m, &stats);
+	assert_lint_ok(p);
+	/* 14 samples listed (the fixture's 3000 is not), all written */
+	assert_int_equal(stats.samples, 14);
+	assert_int_equal(stats.threads, 6);
+	assert_jq(p, "[.threads[] | [.name, .tid, .isMainThread, .samples.length]]",
+		  "[[\"myapp\",1000,true,3],[\"worker\",1001,false,5],"
+		  "[\"worker (off-CPU)\",1001,false,2],[\"acceptor\",1003,false,1],"
+		  "[\"worker\",2000,true,2],[\"worker\",2001,false,1]]");
+	/* the two workers' samples, one after the other in time */
+	assert_jq(p, "[.threads[1, 2].samples.timeDeltas | [foreach .[] as $d (0; . + $d)]]",
+		  "[[1.5,1.75,2,2.5,6],[6.5,8]]");
+	assert_jq(p, JQ_DEFS "[.threads[1].samples.stack[] | path(.)]",
+		  "[\"main;compute;helper_a;helper_b\",\"main;write\",\"main\",\"main;write\","
+		  "\"main;write\"]");
+	assert_jq(p, ".threads[2].samples.weight", "[1,2]");
+	/* the busiest track: selected first, and it carries the markers */
+	assert_jq(p, "[.meta.initialSelectedThreads, [.threads[].markers.length]]",
+		  "[[1],[0,3,0,0,0,0]]");
+	unlink(p);
+	free(p);
+	free(m.data);
+
+	/* Off: a track per thread, the same samples. */
+	fx->in.reuse_threads = false;
+	m = (struct membuf){ 0 };
+	p = write_profile(&fx->in, &m, &stats);
+	assert_int_equal(stats.samples, 14);
+	assert_int_equal(stats.threads, 8);
+	assert_jq(p, "[[.threads[].samples.length], .meta.initialSelectedThreads]",
+		  "[[3,2,1,3,1,1,2,1],[0]]");
+	unlink(p);
+	free(p);
+	free(m.data);
+}
+
 static void test_bad_input_rejected(void **state)
 {
 	struct fixture *fx = *state;
@@ -724,6 +798,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_symbols_shared_names, setup, teardown),
 		cmocka_unit_test(test_empty_window),
 		cmocka_unit_test_setup_teardown(test_off_cpu_track, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reuse_threads, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_input_rejected, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sink_error_reported, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_write_file_gzip, setup, teardown),
