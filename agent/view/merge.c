@@ -144,7 +144,7 @@ int view_merge_init(struct merge *m, enum fx_view_merge mode, double bucket_ms,
 	m->funcs.width = 2;
 	m->frames.width = 6;
 	m->stacks.width = 2;
-	m->tracks.width = 4; /* host, pid, tid, off-CPU */
+	m->tracks.width = 5; /* host, pid, tid, off-CPU, shared name */
 	m->windows.width = 6;
 	m->start = INFINITY;
 	m->end = -INFINITY;
@@ -327,16 +327,22 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 	uint32_t name = str_of(m, c, t->name), pname = str_of(m, c, t->process_name);
 	uint32_t i, oname = UINT32_MAX;
 	size_t n = m->tracks.n;
+	bool main = t->tid == strtod(view_vstr_at(c, t->pid), NULL);
+	/* Threads of one name share a track: the main thread keeps its own. */
+	bool shared = m->reuse_threads && m->mode == FX_VIEW_MERGE_THREADS && !main;
 
 	if (pid == UINT32_MAX || name == UINT32_MAX || pname == UINT32_MAX)
 		return UINT32_MAX;
 	if (m->mode != FX_VIEW_MERGE_ALL)
 		key[1] = pid;
 	if (m->mode == FX_VIEW_MERGE_THREADS)
-		key[2] = bits(t->tid);
+		key[2] = bits(shared ? 0 : t->tid);
 	/* Waits stay apart from CPU samples: another track, in milliseconds. */
 	key[3] = t->off_cpu;
+	key[4] = shared ? (uint64_t)name + 1 : 0;
 	i = view_rectab_add(&m->tracks, key);
+	if (i != UINT32_MAX && i < n && t->tid < m->tinfo[i].tid)
+		m->tinfo[i].tid = t->tid;
 	if (i == UINT32_MAX || i < n)
 		return i;
 	if (fx_grow(&m->tinfo, &m->tinfo_cap, m->tracks.n, sizeof(*m->tinfo)) < 0)
@@ -359,7 +365,7 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 		m->tinfo[i] = (struct mtrack){
 			.name = name,
 			.process_name = pname,
-			.main = !t->off_cpu && t->tid == strtod(view_vstr_at(c, t->pid), NULL),
+			.main = !t->off_cpu && main,
 		};
 		break;
 	case FX_VIEW_MERGE_PROCESSES:
@@ -374,6 +380,7 @@ static uint32_t track_of(struct merge *m, const struct vchunk *c, const struct v
 		break;
 	}
 	m->tinfo[i].off_cpu = t->off_cpu;
+	m->tinfo[i].tid = t->tid;
 	return i;
 }
 
@@ -604,10 +611,11 @@ int view_merge_add(struct merge *m, const struct vchunk *c)
 /* ---- order ---- */
 
 /* What tells a track from another, in its merge's strings: the host, the
- * pid ("" with one track per host), the tid, on or off CPU. */
+ * pid ("" with one track per host), the tid, the name threads share it by
+ * ("" for one thread's), on or off CPU. */
 struct track_id {
-	const char *host, *pid;
-	size_t hlen, plen;
+	const char *host, *pid, *shared;
+	size_t hlen, plen, slen;
 	double tid;
 	bool off_cpu;
 };
@@ -615,7 +623,10 @@ struct track_id {
 static struct track_id track_id(const struct merge *m, uint32_t t)
 {
 	const uint64_t *k = view_rectab_at(&m->tracks, t);
-	struct track_id id = { .tid = from_bits(k[2]), .off_cpu = k[3] != 0 };
+	struct track_id id = { .shared = "", .tid = from_bits(k[2]), .off_cpu = k[3] != 0 };
+
+	if (k[4])
+		id.shared = view_strtab_at(&m->strs, (uint32_t)(k[4] - 1), &id.slen);
 
 	id.host = view_strtab_at(&m->strs, (uint32_t)k[0], &id.hlen);
 	id.pid = m->mode == FX_VIEW_MERGE_ALL ? ""
@@ -633,9 +644,9 @@ static int cmp_bytes(const char *a, size_t la, const char *b, size_t lb)
 }
 
 /* The order of tracks: by host, pid (as a number, then as text), main
- * thread first, tid, CPU before waits. It depends on what the tracks are,
- * not on when they were met: two merges of the same tracks (--compare)
- * order them alike. */
+ * thread first, tid, shared name, CPU before waits. It depends on what the
+ * tracks are, not on when they were met: two merges of the same tracks
+ * (--compare) order them alike. */
 static int cmp_track_id(const struct track_id *x, bool xmain, const struct track_id *y, bool ymain)
 {
 	int r = cmp_bytes(x->host, x->hlen, y->host, y->hlen);
@@ -652,6 +663,9 @@ static int cmp_track_id(const struct track_id *x, bool xmain, const struct track
 		return xmain ? -1 : 1;
 	if (x->tid != y->tid)
 		return x->tid < y->tid ? -1 : 1;
+	r = cmp_bytes(x->shared, x->slen, y->shared, y->slen);
+	if (r)
+		return r;
 	return (x->off_cpu > y->off_cpu) - (x->off_cpu < y->off_cpu);
 }
 
@@ -839,16 +853,21 @@ static int copy_track(struct merge *to, const struct merge *from, uint32_t t)
 	const struct mtrack *ti = &from->tinfo[t];
 	uint64_t key[REC_MAX] = { copy_str(to, from, k[0]), 0, k[2], k[3] };
 	uint32_t name = copy_str(to, from, ti->name), pname = copy_str(to, from, ti->process_name);
+	uint32_t shared = k[4] ? copy_str(to, from, k[4] - 1) : 0;
 
 	if (from->mode != FX_VIEW_MERGE_ALL)
 		key[1] = copy_str(to, from, k[1]);
+	key[4] = k[4] ? (uint64_t)shared + 1 : 0;
 	if (key[0] == UINT32_MAX || key[1] == UINT32_MAX || name == UINT32_MAX ||
-	    pname == UINT32_MAX || view_rectab_add(&to->tracks, key) == UINT32_MAX ||
+	    pname == UINT32_MAX || shared == UINT32_MAX ||
+	    view_rectab_add(&to->tracks, key) == UINT32_MAX ||
 	    fx_grow(&to->tinfo, &to->tinfo_cap, to->tracks.n, sizeof(*to->tinfo)) < 0)
 		return -ENOMEM;
-	to->tinfo[to->tracks.n - 1] = (struct mtrack){
-		.name = name, .process_name = pname, .main = ti->main, .off_cpu = ti->off_cpu
-	};
+	to->tinfo[to->tracks.n - 1] = (struct mtrack){ .name = name,
+						       .process_name = pname,
+						       .main = ti->main,
+						       .off_cpu = ti->off_cpu,
+						       .tid = ti->tid };
 	return 0;
 }
 

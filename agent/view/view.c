@@ -61,6 +61,9 @@ struct view_opts {
 	bool merge_set;	  /* --merge given */
 	bool compare;	  /* a second selection follows --compare */
 	bool side_extras; /* options after --compare that are not a selection */
+
+	/* --reuse-threads */
+	bool reuse_threads;
 };
 
 struct view_run {
@@ -106,6 +109,8 @@ static void usage(FILE *f)
 		"How:\n"
 		"  -m, --merge=HOW      threads (a track per host and thread, the default),\n"
 		"                       processes (per host and process) or all (per host)\n"
+		"      --reuse-threads  with threads: one track per process and thread name\n"
+		"                       (threads of one name share it; the main thread not)\n"
 		"      --bucket=DURATION  fold samples of one stack in each DURATION into one\n"
 		"                       weighted sample (shares stay exact)\n"
 		"      --max-samples=N  fold by itself above N samples, 1000 to 1000000000\n"
@@ -215,6 +220,7 @@ enum {
 	OPT_REGION,
 	OPT_PATH_STYLE,
 	OPT_TOP,
+	OPT_REUSE_THREADS,
 };
 
 /* --debuginfod URL, added to the space-separated list libdebuginfod takes. */
@@ -358,6 +364,7 @@ static int parse_words(int argc, char **argv, struct view_opts *o)
 		{ "from", required_argument, NULL, OPT_FROM },
 		{ "to", required_argument, NULL, OPT_TO },
 		{ "merge", required_argument, NULL, 'm' },
+		{ "reuse-threads", no_argument, NULL, OPT_REUSE_THREADS },
 		{ "bucket", required_argument, NULL, OPT_BUCKET },
 		{ "max-samples", required_argument, NULL, OPT_MAX },
 		{ "output", required_argument, NULL, 'o' },
@@ -399,6 +406,8 @@ static int parse_words(int argc, char **argv, struct view_opts *o)
 			o->s3_region = optarg;
 		} else if (c == OPT_PATH_STYLE) {
 			o->s3_path_style = true;
+		} else if (c == OPT_REUSE_THREADS) {
+			o->reuse_threads = true;
 		} else if (c == '?' || view_option(c, optarg ? optarg : "", o) < 0) {
 			return -EINVAL;
 		}
@@ -422,7 +431,7 @@ static int parse_compare(int argc, char **argv, const struct view_opts *a, struc
 		return rc;
 	if (w.merge_set || w.bucket_ms || w.max_samples || w.serve || w.open || w.json ||
 	    w.ndebug_dirs || w.debuginfod_urls || w.s3_endpoint || w.s3_region || w.s3_path_style ||
-	    w.format || w.top) {
+	    w.format || w.top || w.reuse_threads) {
 		fx_err("view: after --compare: SOURCEs, --target, --host, --label, --since, "
 		       "--from, --to and --output only (the rest is the first selection's)");
 		return -EINVAL;
@@ -478,9 +487,14 @@ static int parse_args(int argc, char **argv, struct view_opts *o)
 		fx_err("view: --from is not before --to");
 		return -EINVAL;
 	}
+	if (o->reuse_threads && o->merge_set && o->merge != FX_VIEW_MERGE_THREADS) {
+		fx_err("view: --reuse-threads shares a track among threads of one name: it goes "
+		       "with --merge threads only");
+		return -EINVAL;
+	}
 	/* Two slices compare best as one track per host: processes come and
 	 * go between them, hosts stay. */
-	if (o->compare && !o->merge_set)
+	if (o->compare && !o->merge_set && !o->reuse_threads)
 		o->merge = FX_VIEW_MERGE_ALL;
 	if (check_outputs(o) < 0)
 		return -EINVAL;
@@ -961,6 +975,7 @@ static int run_selection(struct view_run *r)
 	int rc = 0;
 
 	view_merge_init(&r->m, o->merge, o->bucket_ms, o->max_samples);
+	r->m.reuse_threads = o->reuse_threads;
 	r->m.from = o->from;
 	r->m.to = o->to;
 	r->progress = isatty(STDERR_FILENO) && !o->json;

@@ -199,6 +199,7 @@ struct mtrack {
 	uint32_t name, process_name; /* string indexes: the first seen */
 	bool main;		     /* a process's main thread (or its only track) */
 	bool off_cpu;		     /* off-CPU waits: sample weights in microseconds */
+	double tid;		     /* the tid shown: a shared track's lowest */
 };
 
 struct mmarker {
@@ -221,9 +222,14 @@ struct merge {
 	struct rectab funcs;  /* name, resource */
 	struct rectab frames; /* address, depth, category, func, nsym, line */
 	struct rectab stacks; /* frame, prefix (UINT64_MAX: root) */
-	/* threads: host, pid, tid; processes: host, pid; all: host. Then the
-	 * first name, process name and whether it is a main thread. */
+	/* threads: host, pid, tid; processes: host, pid; all: host. Then
+	 * whether it holds waits, and the thread name's string index + 1 for a
+	 * track that threads of one name share (reuse_threads: its tid key is
+	 * 0), else 0. */
 	struct rectab tracks;
+	/* FX_VIEW_MERGE_THREADS: one track per process and thread name, the
+	 * main thread's apart (--reuse-threads) */
+	bool reuse_threads;
 	struct mtrack *tinfo; /* per track */
 	size_t tinfo_cap;
 	uint32_t *order; /* tracks in the order written, after view_merge_finish */

@@ -316,7 +316,7 @@ static void track_ids(const struct merge *m, uint32_t t, size_t rank, char *pid,
 		snprintf(pid, size, "%s@%s", str(m, key[1]), str(m, key[0]));
 	else
 		snprintf(pid, size, "%s", str(m, key[1]));
-	*tid = m->mode == FX_VIEW_MERGE_THREADS ? (int64_t)from_bits(key[2])
+	*tid = m->mode == FX_VIEW_MERGE_THREADS ? (int64_t)m->tinfo[t].tid
 						: (int64_t)strtoll(str(m, key[1]), NULL, 10);
 }
 
