@@ -32,16 +32,16 @@ fi
 # openjdk-17-jdk-headless: integration.jit_java (javac, java, jcmd).
 # golang-go: integration.view reads the pprof export with `go tool pprof`.
 # apache2-utils: ab, the bounded HTTP load of integration.whole_stacks's
-# Node.js server.
+# Node.js server and integration.reuse_threads's Python one.
 apt-get install -y --no-install-recommends \
 	libcmocka-dev jq python3 linux-perf elfutils lld g++ ca-certificates clang-format \
-	sqlite3 xz-utils \
+	sqlite3 xz-utils apache2-utils \
 	openssl nginx-light debuginfod iproute2 \
 	ceph-mon ceph-osd radosgw ceph-common curl faketime \
 	debhelper dpkg-dev lintian man-db procps \
 	debootstrap debian-archive-keyring systemd-container \
 	clang-tidy cppcheck clang-14 libclang-rt-14-dev \
-	openjdk-17-jdk-headless golang-go apache2-utils
+	openjdk-17-jdk-headless golang-go
 [ -z "$made_policy" ] || rm -f /usr/sbin/policy-rc.d
 if ! command -v node >/dev/null 2>&1; then
 	apt-get install -y --no-install-recommends nodejs npm
