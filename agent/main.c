@@ -652,9 +652,10 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 			ds.dwfl_new, ds.dwfl_update, ds.evicted);
 		fx_info("stats: copies that ran out %" PRIu64 ": walked on from the thread's "
 			"memory %" PRIu64 ", by frame pointers then its outermost frames %" PRIu64
-			", by frame pointers only %" PRIu64 ", no frame-pointer link %" PRIu64,
-			ds.stitched + ds.cut_no_link, ds.stitch_live, ds.stitch_outer, ds.stitch_fp,
-			ds.cut_no_link);
+			", as the thread's last %" PRIu64 ", by frame pointers only %" PRIu64
+			", no frame-pointer link %" PRIu64,
+			ds.stitched + ds.cut_no_link, ds.stitch_live, ds.stitch_outer,
+			ds.stitch_cached, ds.stitch_fp, ds.cut_no_link);
 		fx_info("stats: unwound by tables %" PRIu64 ", by libdwfl %" PRIu64
 			" (no mapping %" PRIu64 ", no table %" PRIu64 ", no rule %" PRIu64
 			", register %" PRIu64 "); tables: peak %.1f KiB, functions %" PRIu64

@@ -76,10 +76,11 @@ struct fx_dwunwind_stats {
 	 * (stitched), and of them the ones walked on from the thread's memory
 	 * to the outermost frame (stitch_live), those whose memory had moved
 	 * on, given the chain's frames and the outermost ones from memory
-	 * (stitch_outer), and those given the chain's frames alone
-	 * (stitch_fp); and those with no link there (cut_no_link: code
-	 * without frame pointers around the big frame). */
-	uint64_t stitched, stitch_live, stitch_outer, stitch_fp, cut_no_link;
+	 * (stitch_outer), those given the frames the thread's last such
+	 * sample found, its chain unchanged (stitch_cached), and those given
+	 * the chain's frames alone (stitch_fp); and those with no link there
+	 * (cut_no_link: code without frame pointers around the big frame). */
+	uint64_t stitched, stitch_live, stitch_outer, stitch_cached, stitch_fp, cut_no_link;
 	uint64_t no_regs; /* samples without user registers (kernel threads) */
 	uint64_t ns;	  /* time spent unwinding, estimated from every 8th walk */
 	uint64_t live;	  /* Dwfl held now (processes cached) */

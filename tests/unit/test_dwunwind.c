@@ -416,6 +416,18 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	fx_dwunwind_get_stats(d, &st);
 	assert_int_equal(st.stitch_live, 1);
 
+	/* Again, the same chain: the frames found last, without a read. */
+	{
+		uint64_t again[64];
+
+		assert_int_equal(unwind_cut(d, &x, cut, &ch, again, 64, &truncated), n);
+		assert_false(truncated);
+		assert_memory_equal(again, ips, n * 8);
+		fx_dwunwind_get_stats(d, &st);
+		assert_int_equal(st.stitch_cached, 1);
+		assert_int_equal(st.stitch_live, 1);
+	}
+
 	/* A chain whose return address the memory no longer holds, and whose
 	 * last one (level_live_b's) the memory does: the chain's frames, then
 	 * the outermost ones from the memory. */
@@ -430,6 +442,7 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	assert_string_equal(names[n - 1], "_start");
 	fx_dwunwind_get_stats(d, &st);
 	assert_int_equal(st.stitch_outer, 1);
+	assert_int_equal(st.stitch_cached, 1); /* another chain: not taken again */
 
 	/* Neither in the memory: the chain alone, cut. */
 	ch.ips[2] = 0x5678;
