@@ -69,6 +69,7 @@ int fx_config_defaults(struct fx_config *c)
 	c->window.max_stacks = 200000;
 	c->symbolization.demangle = true;
 	c->symbolization.jit = true;
+	c->symbolization.jvm_perfmap = true;
 	c->symbolization.max_memory = 32ull << 20;
 	c->log.level = FX_LOG_NOTICE;
 	c->upload.connect_timeout_ms = 10000;

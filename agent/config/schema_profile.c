@@ -226,7 +226,8 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 					    "debuginfod_budget",
 					    "debuginfod_retry",
 					    "check_names",
-					    "jit" };
+					    "jit",
+					    "jvm_perfmap" };
 	const struct node *v[NUNITS(keys)], *k[NUNITS(keys)];
 	char sub[PATH_BUF];
 	size_t i;
@@ -271,5 +272,8 @@ int cfg_get_symbolization(struct ctx *x, const struct node *n)
 				 &x->c->symbolization.check_names);
 	if (!r && v[10])
 		r = cfg_get_bool(x, v[10], "symbolization.jit", &x->c->symbolization.jit);
+	if (!r && v[11])
+		r = cfg_get_bool(x, v[11], "symbolization.jvm_perfmap",
+				 &x->c->symbolization.jvm_perfmap);
 	return r;
 }

@@ -89,6 +89,7 @@ struct fx_config {
 		bool demangle;	  /* default true */
 		bool check_names; /* judge every name (namecheck.h); default false */
 		bool jit;	  /* name and unwind JIT code (jitdumps, perf maps); default true */
+		bool jvm_perfmap; /* ask JVMs for fresh perf maps (jvmrefresh.h); default true */
 		uint64_t max_memory; /* held between windows, 1 MiB-16 GiB; default 32 MiB */
 		/* debuginfod_urls: servers, space-separated; NULL (not in the
 		 * file): those of DEBUGINFOD_URLS in the environment; "": none. */
