@@ -15,6 +15,7 @@
 
 #include "fxagent/debuginfod.h"
 #include "fxagent/hash.h"
+#include "fxagent/jvmrefresh.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/log.h"
 #include "fxagent/memstat.h"
@@ -52,8 +53,9 @@ struct publisher {
 	struct fx_symbolizer_stats sym_base; /* counts of the symbolizers replaced */
 	struct fx_kallsyms *ks;
 	uint64_t ks_modules;
-	uint64_t ks_evicted; /* kernel symbols dropped as modules changed */
-	bool metrics_failed; /* said once */
+	struct fx_jvmrefresh *jvm; /* when to ask JVMs for fresh perf maps; NULL: no memory */
+	uint64_t ks_evicted;	   /* kernel symbols dropped as modules changed */
+	bool metrics_failed;	   /* said once */
 	/* The agent's summary at the default level: what the windows since the
 	 * last one took (the first after the first window). */
 	uint64_t sum_at, sum_windows, sum_samples, sum_chunks;
@@ -128,6 +130,8 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		.name_check = cfg->symbolization.check_names ? &p->stats.names : NULL,
 		.jit = cfg->symbolization.jit,
 		.reuse_threads = cfg->window.reuse_threads,
+		.jvm = pub->jvm,
+		.jvm_ask = cfg->symbolization.jvm_perfmap,
 		.name_check_log_left = &p->names_log_left,
 	};
 
@@ -642,6 +646,8 @@ static void write_batch(struct publisher *pub, struct batch *b)
 		switch_sinks(pub, b->g);
 	switch_symbolizer(pub, b->g);
 	refresh_kallsyms(pub, b->g->cfg);
+	if (pub->jvm)
+		fx_jvmrefresh_begin_window(pub->jvm);
 	if (pub->sym) {
 		mark = fx_symbolizer_batch(pub->sym);
 		for (size_t i = 0; i < b->njobs; i++)
@@ -730,6 +736,9 @@ int pipe_publish_new(struct fx_pipeline *p, struct publisher **out)
 	pipe_targets_gen_get(p, p->g);
 	pipe_targets_gen_get(p, p->g);
 	pub->sym_gen = pub->sink_gen = p->g;
+	pub->jvm = fx_jvmrefresh_new(&(struct fx_jvmrefresh_opts)FX_JVMREFRESH_DEFAULTS);
+	if (!pub->jvm)
+		fx_log(FX_LOG_WARN, "out of memory: JVMs are not asked for fresh perf maps");
 	*out = pub;
 	/* Before any thread of ours (the uploader, the publisher) starts. */
 	pipe_publish_setenv(p->g->cfg);
@@ -822,6 +831,7 @@ void pipe_publish_free(struct publisher *pub)
 	fx_kallsyms_free(pub->ks);
 	fx_symbolizer_free(pub->sym);
 	fx_debuginfod_free(pub->dbgd);
+	fx_jvmrefresh_free(pub->jvm);
 	pipe_targets_gen_put(pub->p, pub->sym_gen);
 	pipe_targets_gen_put(pub->p, pub->sink_gen);
 	pthread_cond_destroy(&pub->cv);

@@ -11,6 +11,7 @@
 
 #include "fxagent/log.h"
 #include "fxagent/jitdump.h"
+#include "fxagent/jvmrefresh.h"
 #include "fxagent/offcpu.h"
 #include "fxagent/perfmap.h"
 
@@ -230,6 +231,44 @@ static const char *read_jit_names(struct ctx *c, uint32_t pid, const uint64_t *a
 	return strings_add(&c->strs, "perf map not read: %s", fx_perfmap_why(pm));
 }
 
+static size_t count_unnamed(const struct fx_perfmap_hit *hits, size_t n)
+{
+	size_t left = 0;
+
+	for (size_t k = 0; k < n; k++)
+		left += !hits[k].name;
+	return left;
+}
+
+/* A JVM's frames no perf map line named: it is asked for a fresh map
+ * (jvmrefresh.h), and the names are read again. Returns the lib's status
+ * then: @status, or the new one, with how many addresses stayed unnamed
+ * and why. Other processes keep @status. */
+static const char *refresh_jvm(struct ctx *c, uint32_t pid, const uint64_t *addrs, size_t n,
+			       struct fx_perfmap_hit *hits, const char *status)
+{
+	size_t left = count_unnamed(hits, n);
+	const char *why = NULL;
+	int ret;
+
+	if (!left)
+		return status;
+	ret = fx_jvmrefresh_ask(c->in->jvm, (pid_t)pid, c->in->jvm_ask, &why);
+	if (ret == 0)
+		return status;
+	if (ret == 1) {
+		/* The map as the JVM wrote it now: every address read again. */
+		fx_perfmap_hits_free(hits, n);
+		memset(hits, 0, n * sizeof(*hits));
+		status = read_jit_names(c, pid, addrs, n, hits);
+		left = count_unnamed(hits, n);
+	}
+	if (!left)
+		return status;
+	return strings_add(&c->strs, "%s; %zu address%s unnamed: %s", status, left,
+			   left == 1 ? "" : "es", why ? why : "?");
+}
+
 /* The frames of a process's JIT code, @idx[0..n) sorted by address: named
  * from its jitdump or perf map as it is at the window's end (runtimes reuse
  * freed code; the window's frames are recent). */
@@ -243,6 +282,9 @@ static void resolve_jit(struct ctx *c, const struct fx_object *ob, const uint32_
 		addrs[k] = c->in->window->frames[idx[k]].addr;
 	c->libs[lib].symbols = hits ? read_jit_names(c, ob->jit_pid, addrs, n, hits)
 				    : "perf map not read: out of memory";
+	if (hits && c->in->jit && c->in->jvm)
+		c->libs[lib].symbols =
+			refresh_jvm(c, ob->jit_pid, addrs, n, hits, c->libs[lib].symbols);
 	for (size_t k = 0; k < n; k++) {
 		const char *name = hits && hits[k].name ? hits[k].name : NULL;
 

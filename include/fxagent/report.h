@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fxagent/jvmrefresh.h"
 #include "fxagent/kallsyms.h"
 #include "fxagent/namecheck.h"
 #include "fxagent/objects.h"
@@ -44,6 +45,11 @@ struct fx_report_input {
 	bool jit;
 	/* One track per process and thread name (profile.h's reuse_threads). */
 	bool reuse_threads;
+	/* Not NULL (with jit): a JVM whose JIT frames no perf map line names
+	 * is asked for a fresh map (jvmrefresh.h), the publisher's state;
+	 * with jvm_ask false, the lib's status only says that asking is off. */
+	struct fx_jvmrefresh *jvm;
+	bool jvm_ask;
 };
 
 struct fx_report_stats {
