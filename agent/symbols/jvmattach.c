@@ -490,7 +490,8 @@ static int connect_jvm(const struct fx_perfmap_owner *o, int tmp, const char *na
 	if (s < 0)
 		return -errno;
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		n = errno == ENOENT ? -ENOENT : -errno;
+		/* Gone since it was seen: refused, not "no listener". */
+		n = errno == ENOENT ? -ECONNREFUSED : -errno;
 		close(s);
 		return n;
 	}
@@ -547,43 +548,57 @@ struct trigger {
 	ino_t ino;
 };
 
-static void trigger_make(const struct fx_perfmap_owner *o, const struct fx_jvm_info *info, int tmp,
-			 struct trigger *t)
+/* One attempt in @dir: 0 when a file the JVM takes is there (ours, or one
+ * already there of its user or root), -EEXIST when one it would refuse is,
+ * another -errno when none could be made. */
+static int trigger_in(int dir, const struct fx_jvm_info *info, struct trigger *t)
+{
+	struct stat st;
+	int fd = openat(dir, t->name,
+			O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+
+	if (fd < 0 && errno == EEXIST) {
+		/* Another attach under way (jcmd's): the JVM takes that file. */
+		if (fstatat(dir, t->name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+		    (st.st_uid == info->euid || st.st_uid == 0))
+			return 0;
+		return -EEXIST;
+	}
+	if (fd < 0)
+		return -errno;
+	/* Owned as jcmd, run as the JVM's user, would leave it. */
+	if (fchown(fd, info->euid, info->egid) < 0 || fstat(fd, &st) < 0) {
+		close(fd);
+		unlinkat(dir, t->name, 0);
+		return -EACCES;
+	}
+	close(fd);
+	t->dev = st.st_dev;
+	t->ino = st.st_ino;
+	t->dir = dup(dir);
+	return t->dir < 0 ? -errno : 0;
+}
+
+/* Makes the file, in the JVM's cwd or else its tmp/, the order in which it
+ * looks. Returns 0 when a file it takes is there, or why not: then a
+ * SIGQUIT would make it print a thread dump, and none is sent. */
+static int trigger_make(const struct fx_perfmap_owner *o, const struct fx_jvm_info *info, int tmp,
+			struct trigger *t)
 {
 	char path[PATH_MAX];
-	int dirs[2];
+	int cwd, ret;
 
 	t->dir = -1;
 	snprintf(t->name, sizeof(t->name), ".attach_pid%d", (int)o->ns_pid);
 	snprintf(path, sizeof(path), "%s/%d/cwd", o->proc_root, (int)o->pid);
-	dirs[0] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	dirs[1] = dup(tmp);
-	for (int k = 0; k < 2; k++) {
-		struct stat st;
-		int fd;
-
-		if (dirs[k] < 0 || t->dir >= 0)
-			continue;
-		fd = openat(dirs[k], t->name,
-			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-			    0600);
-		if (fd < 0)
-			continue;
-		/* Owned as jcmd, run as the JVM's user, would leave it. */
-		if (fchown(fd, info->euid, info->egid) < 0 || fstat(fd, &st) < 0) {
-			close(fd);
-			unlinkat(dirs[k], t->name, 0);
-			continue;
-		}
-		close(fd);
-		t->dir = dirs[k];
-		dirs[k] = -1;
-		t->dev = st.st_dev;
-		t->ino = st.st_ino;
-	}
-	for (int k = 0; k < 2; k++)
-		if (dirs[k] >= 0)
-			close(dirs[k]);
+	cwd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	ret = cwd < 0 ? -errno : trigger_in(cwd, info, t);
+	if (cwd >= 0)
+		close(cwd);
+	/* A file there it refuses stops it looking in tmp/. */
+	if (ret == 0 || ret == -EEXIST)
+		return ret;
+	return trigger_in(tmp, info, t);
 }
 
 static void trigger_remove(struct trigger *t)
@@ -620,11 +635,10 @@ static int start_listener(const struct fx_perfmap_owner *o, int tmp, const char 
 		ret = fx_jvmattach_inspect(o, &now);
 	if (ret == 0 && (!now.hotspot || now.verdict.block != FX_JVM_MAY_SIGNAL))
 		ret = -ENOENT;
-	if (ret == 0) {
-		trigger_make(o, &now, tmp, &t);
-		if (syscall(SYS_pidfd_send_signal, pfd, SIGQUIT, NULL, 0) < 0)
-			ret = -errno;
-	}
+	if (ret == 0)
+		ret = trigger_make(o, &now, tmp, &t);
+	if (ret == 0 && syscall(SYS_pidfd_send_signal, pfd, SIGQUIT, NULL, 0) < 0)
+		ret = errno == EPERM ? -EACCES : -errno;
 	while (ret == 0 && (ret = socket_there(tmp, name, now.euid)) == -ENOENT) {
 		struct pollfd p = { .fd = pfd, .events = POLLIN };
 		int ms = ms_left(wait_ns);

@@ -119,6 +119,10 @@ static void failed(struct fx_jvmrefresh *r, struct proc *p, int err, const char 
 	case -EPERM:
 		snprintf(what, sizeof(what), "its socket is not the JVM's");
 		break;
+	case -EEXIST:
+		snprintf(what, sizeof(what),
+			 "an attach file of another user is where the JVM looks; not signalled");
+		break;
 	case -EACCES:
 		/* The socket is its user's (0600), and the JVM answers only
 		 * that user and root. */

@@ -123,7 +123,11 @@ int fx_jvmattach_inspect(const struct fx_perfmap_owner *o, struct fx_jvm_info *o
  * reply by @deadline_ns; -EPERM: the socket or its peer is not the JVM's;
  * -EPROTO: the JVM answered another code (its first line of output in
  * @msg, @size bytes, NUL-terminated); -EBADMSG: a reply that does not
- * parse; -ESRCH: the process is gone; or another -errno. Logs nothing. */
+ * parse; -EACCES: the agent may not connect, make the attach file as the
+ * JVM's user, or signal (it is neither root nor the JVM's user); -EEXIST:
+ * an attach file of another user is where the JVM looks (a SIGQUIT would
+ * print a thread dump); -ESRCH: the process is gone; or another -errno.
+ * No SIGQUIT is sent without an attach file the JVM takes. Logs nothing. */
 int fx_jvmattach_perfmap(const struct fx_perfmap_owner *o, const struct fx_jvm_info *info,
 			 bool may_signal, uint64_t wait_ns, uint64_t deadline_ns, char *msg,
 			 size_t size);
