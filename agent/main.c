@@ -61,7 +61,8 @@ struct options {
 	unsigned window_seconds; /* --window SECONDS, 0 = from the config */
 	/* Which sampling flags were given: they override the config. */
 	bool set_frequency, set_kernel, set_idle, set_unwind, set_stack, check_names;
-	bool off_cpu; /* --off-cpu */
+	bool off_cpu;	     /* --off-cpu */
+	bool no_jvm_perfmap; /* --no-jvm-perfmap */
 
 	/* --reuse-threads */
 	bool reuse_threads;
@@ -121,6 +122,8 @@ static void usage(FILE *f)
 		"                       one name share it (window.reuse_threads)\n"
 		"      --check-names    judge every name given against a reading of its\n"
 		"                       object of its own (slow; -v prints the count)\n"
+		"      --no-jvm-perfmap  do not ask JVMs for fresh perf maps (their\n"
+		"                       attach listener, SIGQUIT)\n"
 		"  -v, --verbose        log more: a line per window (-vv: debug)\n"
 		"  -h, --help           show this help and exit\n"
 		"  -V, --version        show the version and exit\n"
@@ -169,6 +172,7 @@ enum {
 	OPT_CHECK_NAMES,
 	OPT_OFF_CPU,
 	OPT_REUSE_THREADS,
+	OPT_NO_JVM_PERFMAP,
 };
 
 /* The options that set how to sample. Returns 0, -EINVAL (said), or 1 for
@@ -224,6 +228,9 @@ static int sampling_option(int c, const char *arg, struct options *o)
 		return 0;
 	case OPT_REUSE_THREADS:
 		o->reuse_threads = true;
+		return 0;
+	case OPT_NO_JVM_PERFMAP:
+		o->no_jvm_perfmap = true;
 		return 0;
 	case OPT_STACK_BYTES:
 		if (parse_uint(arg, 1024, 32768, &v) < 0 || v % 8)
@@ -342,6 +349,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{ "check-names", no_argument, NULL, OPT_CHECK_NAMES },
 		{ "off-cpu", no_argument, NULL, OPT_OFF_CPU },
 		{ "reuse-threads", no_argument, NULL, OPT_REUSE_THREADS },
+		{ "no-jvm-perfmap", no_argument, NULL, OPT_NO_JVM_PERFMAP },
 		{ "config", required_argument, NULL, 'c' },
 		{ "check-config", optional_argument, NULL, OPT_CHECK_CONFIG },
 		{ "check-upload", no_argument, NULL, OPT_CHECK_UPLOAD },
@@ -439,6 +447,8 @@ static int load_config(const struct options *o, struct fx_config *cfg)
 		cfg->sampling.off_cpu.enabled = true;
 	if (o->reuse_threads)
 		cfg->window.reuse_threads = true;
+	if (o->no_jvm_perfmap)
+		cfg->symbolization.jvm_perfmap = false;
 	if (o->window_seconds)
 		cfg->window.seconds = o->window_seconds;
 	if (o->output_dir) {

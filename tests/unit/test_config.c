@@ -94,6 +94,7 @@ static void assert_config_equal(const struct fx_config *a, const struct fx_confi
 		assert_string_equal(a->symbolization.debug_dirs[i], b->symbolization.debug_dirs[i]);
 	assert_int_equal(a->symbolization.demangle, b->symbolization.demangle);
 	assert_int_equal(a->symbolization.jit, b->symbolization.jit);
+	assert_int_equal(a->symbolization.jvm_perfmap, b->symbolization.jvm_perfmap);
 	assert_int_equal(a->log.level, b->log.level);
 	assert_str_or_null(a->upload.url, b->upload.url);
 	assert_int_equal(a->upload.put, b->upload.put);
@@ -138,6 +139,13 @@ static void check_defaults(const struct fx_config *c)
 static void check_jit_off(const struct fx_config *c)
 {
 	assert_false(c->symbolization.jit);
+	assert_true(c->symbolization.jvm_perfmap);
+}
+
+static void check_jvm_perfmap_off(const struct fx_config *c)
+{
+	assert_true(c->symbolization.jit);
+	assert_false(c->symbolization.jvm_perfmap);
 }
 
 static void check_full(const struct fx_config *c)
@@ -540,6 +548,10 @@ static const struct tcase cases[] = {
 	{ "unwind: libdwfl", "sampling: {unwind: libdwfl}\n", 0, NULL, NULL, 0, NULL,
 	  check_unwind_libdwfl },
 	{ "JIT names off", "symbolization: {jit: false}\n", 0, NULL, NULL, 0, NULL, check_jit_off },
+	{ "JVMs not asked for perf maps", "symbolization: {jvm_perfmap: false}\n", 0, NULL, NULL, 0,
+	  NULL, check_jvm_perfmap_off },
+	{ "jvm_perfmap not a boolean", "symbolization: {jvm_perfmap: 1}\n", 0, NULL, NULL, -EINVAL,
+	  ":1:30: symbolization.jvm_perfmap: expected true or false, got 1", NULL },
 	{ "unwind: check", "sampling: {unwind: check}\n", 0, NULL, NULL, 0, NULL,
 	  check_unwind_check },
 	{ "unit names: templates, other types, the .service shorthand",
