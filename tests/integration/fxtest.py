@@ -527,9 +527,11 @@ class Test:
     def cleanup(self):
         self.kill_processes()
         # What the runtimes the test started wrote for profilers into /tmp
-        # (perf maps, CPython's jitdumps): no writer deletes its own.
+        # (perf maps, CPython's jitdumps; a killed JVM's attach socket): no
+        # writer deletes its own.
         for p in self._procs:
-            for path in (f"/tmp/perf-{p.pid}.map", f"/tmp/jit-{p.pid}.dump"):
+            for path in (f"/tmp/perf-{p.pid}.map", f"/tmp/jit-{p.pid}.dump",
+                         f"/tmp/.java_pid{p.pid}"):
                 try:
                     os.unlink(path)
                 except OSError:

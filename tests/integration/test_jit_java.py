@@ -6,8 +6,9 @@ Fib.java computes fib(25) in a loop under `java -XX:+PreserveFramePointer`;
 once C2 has compiled it, `jcmd PID Compiler.perfmap` writes a snapshot of the
 compiled code to /tmp/perf-PID.map. fxagent (--once -p) samples it. Checked:
 - at least 90% of the samples' innermost frames are `int Fib.fib(int)`,
-  and at least 95% of the frames in the JIT code are named from the map (it
-  is a snapshot: code compiled after it stays an address);
+  and at least 95% of the frames in the JIT code are named from the map (a
+  snapshot: the agent asks the JVM for a fresh one when code compiled after
+  it is sampled, see test_jit_java_fresh.py);
 - at least 95% of the stacks reach the thread's start (start_thread) through
   the JIT frames: HotSpot keeps rbp chains with PreserveFramePointer;
 - the JIT lib says its names came from the perf map.
@@ -58,8 +59,8 @@ def body(t):
     t.require(total >= 20, f"only {total} samples of the JVM")
     t.check(fib >= 0.9 * total, f"{fib} of {total} samples in int Fib.fib(int)")
     t.check(reach >= 0.95 * total, f"{reach} of {total} stacks reach start_thread")
-    # The map is a snapshot: code compiled after jcmd wrote it stays an
-    # address (run jcmd again to name it), a few frames out of thousands.
+    # The map is a snapshot; code compiled after jcmd wrote it is named
+    # from the one the agent asks for (test_jit_java_fresh.py).
     t.check(jit_frames and jit_named_n >= 0.95 * jit_frames,
             f"{jit_named_n} of {jit_frames} JIT frames named from the perf map")
 
