@@ -506,7 +506,7 @@ static int talk(const struct fx_perfmap_owner *o, int tmp, const char *name, uin
 		char *msg, size_t size)
 {
 	static const char req[] = "1\0jcmd\0Compiler.perfmap\0\0"; /* and the literal's NUL */
-	char *reply = malloc(FX_JVMATTACH_MAX_REPLY);
+	char *reply = calloc(1, FX_JVMATTACH_MAX_REPLY);
 	size_t len = 0, body = 0;
 	int s = connect_jvm(o, tmp, name), ret = 0, code = 0;
 
