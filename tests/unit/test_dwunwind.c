@@ -178,6 +178,10 @@ __attribute__((noinline, no_sanitize("address"))) static void copy_stack(uint8_t
 		dst[i] = p[i];
 }
 
+/* Called inside capture(), its frames and its callers' still live: for the
+ * walks that go on from the thread's memory (test_walk_ends). */
+static void (*in_capture)(void);
+
 __attribute__((noinline)) static void capture(void)
 {
 	ucontext_t uc;
@@ -190,6 +194,8 @@ __attribute__((noinline)) static void capture(void)
 	len = stack_end(sp) - sp;
 	snap.stack_len = len < sizeof(snap.stack) ? len : sizeof(snap.stack);
 	copy_stack(snap.stack, (uintptr_t)sp, snap.stack_len);
+	if (in_capture)
+		in_capture();
 	__asm__ volatile("" ::: "memory");
 }
 
@@ -362,9 +368,9 @@ static uint64_t word_at(uint64_t addr)
 	return v;
 }
 
-/* Runs inside the call path it captured, so that its outer frames are still
- * live for the walk that goes on from memory: capture_live()'s own return
- * address sits just past a copy cut at its frame. */
+/* Runs inside the call path it captured (in_capture), so that its outer
+ * frames are still live for the walk that goes on from memory: capture()'s
+ * own return address sits just past a copy cut at its frame. */
 static void check_ends(enum fx_dwunwind_engine engine)
 {
 	struct ends x = { 0 };
@@ -388,14 +394,14 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	whole = unwind_cut(d, &x, snap.stack_len, NULL, ips, 64, &truncated);
 	names_of(&x, ips, whole, names);
 	assert_false(truncated);
-	assert_string_equal(names[0], "capture_live");
+	assert_string_equal(names[0], "capture");
 	assert_string_equal(names[whole - 1], "_start");
 
 	/* The frame cap reached: cut. */
 	unwind_cut(d, &x, snap.stack_len, NULL, ips, 3, &truncated);
 	assert_true(truncated);
 
-	/* The copy ends at capture_live's return address, no callchain (no
+	/* The copy ends at capture's return address, no callchain (no
 	 * frame-pointer link to go on from): cut. */
 	n = unwind_cut(d, &x, cut, NULL, ips, 64, &truncated);
 	assert_int_equal(n, 1);
@@ -403,15 +409,15 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	fx_dwunwind_get_stats(d, &st);
 	assert_int_equal(st.cut_no_link, 1);
 
-	/* The same with the kernel's chain: its link is capture_live's frame,
+	/* The same with the kernel's chain: its link is capture's frame,
 	 * the slot still holds what the chain says, and the thread's memory
 	 * carries the walk to _start: the same frames as the whole copy. */
 	n = unwind_cut(d, &x, cut, &ch, ips, 64, &truncated);
 	names_of(&x, ips, n, names);
 	assert_false(truncated);
 	assert_int_equal(n, whole);
-	assert_string_equal(names[1], "level_live_b");
-	assert_string_equal(names[2], "level_live_a");
+	assert_string_equal(names[1], "level_b");
+	assert_string_equal(names[2], "level_a");
 	assert_string_equal(names[n - 1], "_start");
 	fx_dwunwind_get_stats(d, &st);
 	assert_int_equal(st.stitch_live, 1);
@@ -429,7 +435,7 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	}
 
 	/* A chain whose return address the memory no longer holds, and whose
-	 * last one (level_live_b's) the memory does: the chain's frames, then
+	 * last one (level_b's) the memory does: the chain's frames, then
 	 * the outermost ones from the memory. */
 	ch.ips[1] = 0x1234;
 	ch.ips[2] = word_at(word_at(bp) + 8);
@@ -438,7 +444,7 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	names_of(&x, ips, n, names);
 	assert_false(truncated);
 	assert_int_equal(ips[1], 0x1233);
-	assert_string_equal(names[2], "level_live_a");
+	assert_string_equal(names[2], "level_a");
 	assert_string_equal(names[n - 1], "_start");
 	fx_dwunwind_get_stats(d, &st);
 	assert_int_equal(st.stitch_outer, 1);
@@ -492,42 +498,24 @@ static void check_ends(enum fx_dwunwind_engine engine)
 	fx_objects_free(x.objs);
 }
 
-static enum fx_dwunwind_engine live_engine;
-
-__attribute__((noinline)) static void capture_live(void)
+static void ends_tables(void)
 {
-	ucontext_t uc;
-	uint64_t sp, len;
-
-	assert_int_equal(getcontext(&uc), 0);
-	pack(&uc);
-	sp = snap.regs[7];
-	len = stack_end(sp) - sp;
-	snap.stack_len = len < sizeof(snap.stack) ? len : sizeof(snap.stack);
-	copy_stack(snap.stack, (uintptr_t)sp, snap.stack_len);
-	check_ends(live_engine);
-	__asm__ volatile("" ::: "memory");
+	check_ends(FX_DWUNWIND_TABLES);
 }
 
-__attribute__((noinline)) static void level_live_b(void)
+static void ends_libdwfl(void)
 {
-	capture_live();
-	__asm__ volatile("" ::: "memory");
-}
-
-__attribute__((noinline)) static void level_live_a(void)
-{
-	level_live_b();
-	__asm__ volatile("" ::: "memory");
+	check_ends(FX_DWUNWIND_LIBDWFL);
 }
 
 static void test_walk_ends(void **state)
 {
 	(void)state;
-	live_engine = FX_DWUNWIND_TABLES;
-	level_live_a();
-	live_engine = FX_DWUNWIND_LIBDWFL;
-	level_live_a();
+	in_capture = ends_tables;
+	level_a();
+	in_capture = ends_libdwfl;
+	level_a();
+	in_capture = NULL;
 }
 
 int main(void)
