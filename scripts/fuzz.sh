@@ -6,7 +6,7 @@
 #   scripts/fuzz.sh [SECONDS]
 #
 # Environment: FX_FUZZ_BUILD (build directory, default build-fuzz/ in the
-# repository), FX_FUZZ_TARGETS (default "config record symbolize json chunk view perfmap jitdump"),
+# repository), FX_FUZZ_TARGETS (default: every target, jvmattach included),
 # CC (default clang-14, else clang), FX_FUZZ_SEED: when set, each target runs
 # a fixed number of inputs (about 40 s each on a 2-CPU machine) from that
 # seed instead of SECONDS from a random one, so that a result repeats on any
@@ -23,7 +23,7 @@ if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${FX_FUZZ_BUILD:-$root/build-fuzz}
-targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk view perfmap jitdump listing s3list}
+targets=${FX_FUZZ_TARGETS:-config record symbolize json chunk view perfmap jitdump listing s3list jvmattach}
 cc=${CC:-}
 if [ -z "$cc" ]; then
 	cc=$(command -v clang-14 || command -v clang || true)
@@ -60,6 +60,7 @@ fixed_runs() {
 	jitdump) echo 75000 ;;
 	listing) echo 2400000 ;;
 	s3list) echo 500000 ;;
+	jvmattach) echo 3000000 ;;
 	*) echo 100000 ;;
 	esac
 }
