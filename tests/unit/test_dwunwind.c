@@ -211,49 +211,65 @@ __attribute__((noinline)) static void level_a(void)
 	__asm__ volatile("" ::: "memory");
 }
 
-/* Unwinds the captured snapshot with @engine and checks the call path. */
-static void unwind_self(enum fx_dwunwind_engine engine, struct fx_dwunwind_stats *st)
-{
-	struct fx_objects *objs = fx_objects_new("/proc", 64);
-	struct fx_procs *procs = fx_procs_new(objs, "/proc");
-	struct fx_dwunwind *d = fx_dwunwind_new(objs, 4, engine);
-	struct fx_symbolizer *sym = fx_symbolizer_new(NULL);
-	struct fx_record_sample s = { 0 };
+/* This process, as the unwinder and the symbolizer see it. */
+struct self_proc {
+	struct fx_objects *objs;
+	struct fx_procs *procs;
+	struct fx_symbolizer *sym;
 	const struct fx_proc *proc;
-	const char *names[64];
-	uint64_t ips[64];
-	bool truncated;
-	size_t n;
-	bool main_seen = false;
+};
 
-	proc = fx_procs_get(procs, (uint32_t)getpid());
-	assert_non_null(proc);
-	s.pid = s.tid = (uint32_t)getpid();
-	s.abi = PERF_SAMPLE_REGS_ABI_64;
-	s.regs = snap.regs;
-	s.stack = snap.stack;
-	s.stack_size = s.stack_dyn_size = snap.stack_len;
-	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
-	assert_true(n >= 4);
+/* The function names of @n frames. */
+static void names_of(struct self_proc *x, const uint64_t *ips, size_t n, const char **out)
+{
 	for (size_t i = 0; i < n; i++) {
 		struct fx_sym_result r;
 		uint32_t object;
 		uint64_t off;
 		const struct fx_object *ob;
 
-		names[i] = "?";
-		if (!fx_procs_resolve(proc, ips[i], &object, &off))
+		out[i] = "?";
+		if (!fx_procs_resolve(x->proc, ips[i], &object, &off))
 			continue;
-		ob = fx_objects_get(objs, object);
-		fx_symbolizer_resolve(sym,
+		ob = fx_objects_get(x->objs, object);
+		fx_symbolizer_resolve(x->sym,
 				      &(struct fx_elf_source){ .fd = -1,
 							       .path = ob->path,
 							       .build_id = ob->build_id,
 							       .build_id_len = ob->build_id_len },
 				      &off, 1, &r);
-		names[i] = r.frames[0].name;
-		main_seen |= !strcmp(names[i], "main");
+		out[i] = r.frames[0].name ? r.frames[0].name : "?";
 	}
+}
+
+/* Unwinds the captured snapshot with @engine and checks the call path. */
+static void unwind_self(enum fx_dwunwind_engine engine, struct fx_dwunwind_stats *st)
+{
+	struct self_proc x = { 0 };
+	struct fx_dwunwind *d;
+	struct fx_record_sample s = { 0 };
+	const char *names[64];
+	uint64_t ips[64];
+	bool truncated;
+	size_t n;
+	bool main_seen = false;
+
+	x.objs = fx_objects_new("/proc", 64);
+	x.procs = fx_procs_new(x.objs, "/proc");
+	x.sym = fx_symbolizer_new(NULL);
+	x.proc = fx_procs_get(x.procs, (uint32_t)getpid());
+	d = fx_dwunwind_new(x.objs, 4, engine);
+	assert_non_null(x.proc);
+	s.pid = s.tid = (uint32_t)getpid();
+	s.abi = PERF_SAMPLE_REGS_ABI_64;
+	s.regs = snap.regs;
+	s.stack = snap.stack;
+	s.stack_size = s.stack_dyn_size = snap.stack_len;
+	n = fx_dwunwind_user(d, x.proc, &s, ips, 64, &truncated);
+	assert_true(n >= 4);
+	names_of(&x, ips, n, names);
+	for (size_t i = 0; i < n; i++)
+		main_seen |= !strcmp(names[i], "main");
 	assert_string_equal(names[0], "capture");
 	assert_string_equal(names[1], "level_b");
 	assert_string_equal(names[2], "level_a");
@@ -263,17 +279,17 @@ static void unwind_self(enum fx_dwunwind_engine engine, struct fx_dwunwind_stats
 
 	/* A stack copy cut at 64 bytes cannot hold the callers: cut short, counted. */
 	s.stack_size = s.stack_dyn_size = 64;
-	n = fx_dwunwind_user(d, proc, &s, ips, 64, &truncated);
+	n = fx_dwunwind_user(d, x.proc, &s, ips, 64, &truncated);
 	assert_true(n >= 1);
 	assert_true(truncated);
 	fx_dwunwind_get_stats(d, st);
 	assert_int_equal(st->unwinds, 2);
 	assert_int_equal(st->truncated, 1);
 
-	fx_symbolizer_free(sym);
+	fx_symbolizer_free(x.sym);
 	fx_dwunwind_free(d);
-	fx_procs_free(procs);
-	fx_objects_free(objs);
+	fx_procs_free(x.procs);
+	fx_objects_free(x.objs);
 }
 
 static void test_unwind_self(void **state)
@@ -308,39 +324,9 @@ struct chain {
 	uint64_t nr;
 };
 
-struct ends {
-	struct fx_objects *objs;
-	struct fx_procs *procs;
-	struct fx_symbolizer *sym;
-	const struct fx_proc *proc;
-};
-
-/* The function names of @n frames. */
-static void names_of(struct ends *x, const uint64_t *ips, size_t n, const char **out)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct fx_sym_result r;
-		uint32_t object;
-		uint64_t off;
-		const struct fx_object *ob;
-
-		out[i] = "?";
-		if (!fx_procs_resolve(x->proc, ips[i], &object, &off))
-			continue;
-		ob = fx_objects_get(x->objs, object);
-		fx_symbolizer_resolve(x->sym,
-				      &(struct fx_elf_source){ .fd = -1,
-							       .path = ob->path,
-							       .build_id = ob->build_id,
-							       .build_id_len = ob->build_id_len },
-				      &off, 1, &r);
-		out[i] = r.frames[0].name ? r.frames[0].name : "?";
-	}
-}
-
 /* Unwinds the snapshot with its copy cut to @len bytes and @ch as its user
  * callchain (NULL: none). */
-static size_t unwind_cut(struct fx_dwunwind *d, struct ends *x, uint64_t len,
+static size_t unwind_cut(struct fx_dwunwind *d, struct self_proc *x, uint64_t len,
 			 const struct chain *ch, uint64_t *ips, size_t cap, bool *truncated)
 {
 	struct fx_record_sample s = { 0 };
@@ -373,7 +359,7 @@ static uint64_t word_at(uint64_t addr)
  * own return address sits just past a copy cut at its frame. */
 static void check_ends(enum fx_dwunwind_engine engine)
 {
-	struct ends x = { 0 };
+	struct self_proc x = { 0 };
 	struct fx_dwunwind *d;
 	struct fx_dwunwind_stats st;
 	const char *names[64];
