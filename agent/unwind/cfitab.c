@@ -714,3 +714,12 @@ void fx_cfitab_get_stats(const struct fx_cfitab *t, struct fx_cfitab_stats *out)
 	out->objects = t->n;
 	out->bytes = t->bytes;
 }
+
+int fx_cfitab_outermost(struct fx_cfitab *t, uint32_t object, uint64_t off)
+{
+	struct fx_cfi_rule r;
+
+	if (fx_cfitab_find(t, object, off, &r) < 0)
+		return -1;
+	return r.kind == FX_CFI_OUTERMOST;
+}

@@ -606,15 +606,12 @@ static int walk_tables(struct fx_dwunwind *d, const struct fx_proc *proc, struct
  * object without a table: .debug_frame only). */
 static int outermost(struct fx_dwunwind *d, const struct fx_proc *proc, uint64_t pc)
 {
-	struct fx_cfi_rule r;
 	uint32_t object;
 	uint64_t off;
 
 	if (!fx_procs_resolve(proc, pc, &object, &off))
 		return 0;
-	if (fx_cfitab_find(d->tables, object, off, &r) < 0)
-		return -1;
-	return r.kind == FX_CFI_OUTERMOST;
+	return fx_cfitab_outermost(d->tables, object, off);
 }
 
 /* libdwfl's walk. Returns what dwfl_getthread_frames() did (0: to an

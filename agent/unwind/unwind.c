@@ -93,14 +93,13 @@ static struct fx_window_frame user_frame(const struct fx_proc *proc, uint64_t ip
  * Debian's libc among it) did not reach a root. */
 static bool fp_root(struct fx_unwinder *u, const struct fx_proc *proc, uint64_t pc)
 {
-	struct fx_cfi_rule r;
 	uint32_t object;
 	uint64_t off;
 
 	if (!u->roots || !proc || !fx_procs_resolve(proc, pc, &object, &off))
 		return false;
 	fx_cfitab_set_now(u->roots, ++u->tick);
-	return fx_cfitab_find(u->roots, object, off, &r) == 0 && r.kind == FX_CFI_OUTERMOST;
+	return fx_cfitab_outermost(u->roots, object, off) == 1;
 }
 
 void fx_unwind_sample(struct fx_unwinder *u, const struct fx_proc *proc,

@@ -97,6 +97,11 @@ void fx_cfitab_free(struct fx_cfitab *t);
  * kind may be FX_CFI_NONE), -ENOENT when the object has no table. */
 int fx_cfitab_find(struct fx_cfitab *t, uint32_t object, uint64_t off, struct fx_cfi_rule *out);
 
+/* Whether file offset @off of object @object is in an outermost frame
+ * (_start, clone3's child: the return address undefined): 1 yes, 0 no, -1
+ * not known (the object has no table: .debug_frame only, no fd). */
+int fx_cfitab_outermost(struct fx_cfitab *t, uint32_t object, uint64_t off);
+
 /* Sets the time a lookup stamps on the table it uses: the caller's count of
  * unwinds, say, so that one mark serves it and this cache. */
 void fx_cfitab_set_now(struct fx_cfitab *t, uint64_t now);
