@@ -21,6 +21,7 @@
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 #include "fxagent/pipeline.h"
+#include "fxagent/profile.h"
 #include "fxagent/sampler.h"
 #include "fxagent/serve.h"
 #include "fxagent/service.h"
@@ -616,29 +617,62 @@ static void say_few_samples(const struct options *o, const struct fx_pipeline_st
 	       ps->samples, (double)rec_ns / 1e9, busy, why);
 }
 
+/* The off-CPU waits: what the profile shows and leaves out, in the words
+ * and numbers of its marker and meta.fxagent.offCpu; on stderr whenever
+ * some had to go without their stacks or were lost. */
+static void say_waits(const struct options *o, const struct fx_pipeline_stats *ps)
+{
+	struct fx_profile_marker m = { .waits = (int64_t)ps->waits,
+				       .wait_ms = (double)ps->wait_us / 1000,
+				       .unstacked = (int64_t)ps->waits_unstacked,
+				       .unstacked_ms = (double)ps->waits_unstacked_us / 1000,
+				       .waits_lost = (int64_t)ps->waits_lost_shown,
+				       .lost_ms = (double)ps->waits_lost_us / 1000 };
+	char sum[512];
+
+	fx_profile_offcpu_summary(&m, sum, sizeof(sum));
+	if (m.unstacked || m.waits_lost)
+		fx_warn("off-CPU: %s (sampling.off_cpu.budget: %u a second per CPU; more shows "
+			"more of their own stacks)",
+			sum, o->cfg->sampling.off_cpu.budget);
+	fx_info("stats: off-CPU: %s; the program: %" PRIu64 " waits begun, %" PRIu64
+		" drawn: %" PRIu64 " with stacks, %" PRIu64 " without, %" PRIu64 " lost; %" PRIu64
+		" in progress at the start; starts replaced %" PRIu64
+		", ends without a start %" PRIu64 ", stacks unreadable %" PRIu64 ", bad %" PRIu64
+		"; ring %zu KiB",
+		sum, ps->offcpu.waits, ps->offcpu.drawn, ps->offcpu.stacked, ps->offcpu.unstacked,
+		ps->offcpu.lost, ps->offcpu.seeded, ps->waits_lost, ps->waits_unpaired,
+		ps->offcpu.stack_faults, ps->offcpu.bad, ps->offcpu.ring_bytes / 1024);
+}
+
 static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t rec_ns,
 			uint64_t cpu_rec, uint64_t write_ns)
 {
 	const struct fx_unwinder *uw = fx_pipeline_unwinder(p);
 	struct fx_pipeline_stats ps;
+	char waits[48];
 
 	fx_pipeline_get_stats(p, &ps);
 	if (progress)
 		fputs("\r\033[K", stderr);
 	/* Always said: a script's log shows what the snapshot became. */
+	snprintf(waits, sizeof(waits), ", %" PRIu64 " waits", ps.last_waits);
 	if (o->output)
 		fx_log(FX_LOG_NOTICE,
-		       "wrote %s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64 " bytes",
-		       o->output, ps.last_samples, ps.last_threads, ps.last_bytes);
+		       "wrote %s: %" PRIu64 " samples%s, %" PRIu64 " threads, %" PRIu64 " bytes",
+		       o->output, ps.last_samples, ps.off_cpu ? waits : "", ps.last_threads,
+		       ps.last_bytes);
 	else
 		fx_log(FX_LOG_NOTICE,
-		       "uploaded to %s%s%s: %" PRIu64 " samples, %" PRIu64 " threads, %" PRIu64
+		       "uploaded to %s%s%s: %" PRIu64 " samples%s, %" PRIu64 " threads, %" PRIu64
 		       " bytes",
 		       o->cfg->upload.s3.bucket ? "s3://" : "",
 		       o->cfg->upload.s3.bucket ? o->cfg->upload.s3.bucket : o->cfg->upload.url,
-		       o->cfg->upload.s3.bucket ? "/" : "", ps.last_samples, ps.last_threads,
-		       ps.last_bytes);
+		       o->cfg->upload.s3.bucket ? "/" : "", ps.last_samples,
+		       ps.off_cpu ? waits : "", ps.last_threads, ps.last_bytes);
 	say_few_samples(o, &ps, rec_ns);
+	if (ps.off_cpu)
+		say_waits(o, &ps);
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
 		"symbolize+write %.1f ms, %" PRIu64
 		" samples, %zu frames, %zu stacks, %zu objects, peak rss %.1f MiB",
@@ -675,17 +709,6 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 			ds.left_no_rule, ds.left_register, (double)ts.peak_bytes / 1024.0,
 			ts.functions, ts.rows, (double)ts.compile_ns / 1e6, ts.no_table,
 			ts.row_capped);
-		if (ps.off_cpu)
-			fx_info("stats: off-CPU: %" PRIu64
-				" waits, of which drawn %.1f ms, %" PRIu64
-				" sampled (weighing %.1f ms); dropped over the budget %" PRIu64
-				", for room %" PRIu64 ", starts replaced %" PRIu64
-				", ends unpaired %" PRIu64 "; stacks unreadable %" PRIu64
-				", bad %" PRIu64 "; ring %zu KiB",
-				ps.offcpu.waits, (double)ps.offcpu.wait_ns / 1e6, ps.offcpu.events,
-				(double)ps.offcpu.events_ns / 1e6, ps.offcpu.budget_drops,
-				ps.offcpu.ring_drops, ps.waits_dropped, ps.waits_unpaired,
-				ps.offcpu.stack_faults, ps.offcpu.bad, ps.offcpu.ring_bytes / 1024);
 		if (ds.jit_by_cfi || ds.jit_by_fp)
 			fx_info("stats: JIT frames walked by their runtime's CFI %" PRIu64
 				", by frame pointers %" PRIu64,

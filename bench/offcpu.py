@@ -18,7 +18,7 @@ CPU, from /proc/PID/task/*/schedstat over the S seconds; the BPF program's
 own time (run_time_ns of its fd, kernel.bpf_stats_enabled on for the run),
 which the kernel charges to the threads that switch; the switcher's own CPU
 per switch against the run without a profiler; and the waits recorded and
-dropped (the metrics file). Medians of the rounds.
+timed without their stacks (the metrics file). Medians of the rounds.
 
 usage: bench/offcpu.py [--build DIR] [--quick] [--seconds S] [--rounds R]
 """
@@ -112,8 +112,8 @@ def one(ctx, tmp, rate, mode, seconds, settle):
     sw.wait()
     if mode == "offcpu":
         out["waits"] = metric(prom, "fxagent_offcpu_waits_total")
-        out["dropped"] = metric(prom, "fxagent_offcpu_dropped_total")
-        out["dropped_s"] = metric(prom, "fxagent_offcpu_dropped_seconds_total")
+        out["unstacked"] = metric(prom, "fxagent_offcpu_unstacked_total")
+        out["unstacked_s"] = metric(prom, "fxagent_offcpu_unstacked_seconds_total")
     if mode == "perf":
         try:
             out["mib_s"] = os.path.getsize(os.path.join(tmp, "perf.data")) / 2**20 / (t1 - t0)
@@ -182,8 +182,8 @@ def run(ctx, a):
                     extra = ""
                     if m == "offcpu":
                         extra = (f"{fb.f(fb.med([v['waits'] for v in x]), '{:.0f}')} waits, "
-                                 f"{fb.f(fb.med([v['dropped'] for v in x]), '{:.0f}')} dropped "
-                                 f"({fb.f(fb.med([v['dropped_s'] for v in x]), '{:.1f}')} s)")
+                                 f"{fb.f(fb.med([v['unstacked'] for v in x]), '{:.0f}')} without stacks "
+                                 f"({fb.f(fb.med([v['unstacked_s'] for v in x]), '{:.1f}')} s)")
                     elif m == "perf":
                         extra = f"{fb.f(fb.med([v['mib_s'] for v in x]), '{:.0f}')} MiB/s written"
                     rows.append([f"{rate:,}" if m is None else "",

@@ -16,6 +16,7 @@
 #include "fxagent/dwunwind.h"
 #include "fxagent/log.h"
 #include "fxagent/offcpu.h"
+#include "fxagent/profile.h"
 #include "fxagent/util.h"
 #include "pipeline_int.h"
 
@@ -155,6 +156,8 @@ static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *
 	p->tot.samples += j->win->counters.samples;
 	p->tot.waits += j->win->counters.waits;
 	p->tot.wait_us += j->win->counters.wait_us;
+	p->tot.waits_unstacked += j->win->counters.waits_unstacked;
+	p->tot.waits_unstacked_us += j->win->counters.waits_unstacked_us;
 	p->tot.truncated += j->win->counters.truncated;
 	p->tot.dropped += j->win->counters.dropped_stacks;
 	t->win = fresh;
@@ -165,40 +168,94 @@ static bool take_window(struct fx_pipeline *p, struct target_rt *t, struct job *
 /* Closes the open windows at @end (CLOCK_MONOTONIC) and hands them to the
  * publisher. With @reopen, fresh windows take their place; without, the
  * targets are left without windows (a reconfigure replaces them). */
-/* The sampled waits dropped since the last window (the program's budget
- * and ring, the recorder's bound): a drop is not a target's, so every
- * window says it, as lost samples. */
-static void count_wait_drops(struct fx_pipeline *p)
+/* The waits lost since the last window (the program's ring, the agent's
+ * queue and bound, ends without their start): a loss is not a target's, so
+ * every window says it, as lost samples. */
+static void count_wait_lost(struct fx_pipeline *p)
 {
 	const struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
 	struct fx_offcpu_stats st;
-	uint64_t n, ns, rec = p->rec.counters.waits_dropped + p->rec.counters.waits_unpaired;
+	uint64_t n, ns;
 
 	if (!o)
 		return;
 	fx_offcpu_get_stats(o, &st);
-	n = st.budget_drops + st.ring_drops + rec;
-	ns = st.budget_ns + st.ring_ns;
+	n = st.lost + p->rec.counters.waits_lost + p->rec.counters.waits_unpaired;
+	ns = st.lost_ns + p->rec.counters.waits_lost_ns;
 	for (size_t i = 0; i < p->g->nt; i++) {
 		struct fx_window *w = p->g->t[i].win;
 
-		w->counters.waits_dropped += n - p->wait_drops;
-		w->counters.waits_dropped_us += (ns - p->wait_drop_ns) / 1000;
+		w->counters.waits_lost += n - p->wait_lost;
+		w->counters.waits_lost_us += (ns - p->wait_lost_ns) / 1000;
 	}
-	p->tot.waits_dropped += n - p->wait_drops;
-	p->tot.waits_dropped_us += (ns - p->wait_drop_ns) / 1000;
-	p->wait_drops = n;
-	p->wait_drop_ns = ns;
+	p->tot.waits_lost += n - p->wait_lost;
+	p->tot.waits_lost_us += (ns - p->wait_lost_ns) / 1000;
+	p->wait_lost = n;
+	p->wait_lost_ns = ns;
+}
+
+/* The agent's log says an episode of waits over the budget or lost once
+ * when it begins, with the first window's figures, and once when it ends,
+ * with the episode's (the daemon's; --once says its own at the end). */
+static void say_wait_episode(struct fx_pipeline *p, const struct totals *before)
+{
+	struct totals d = {
+		.waits = p->tot.waits - before->waits,
+		.wait_us = p->tot.wait_us - before->wait_us,
+		.waits_unstacked = p->tot.waits_unstacked - before->waits_unstacked,
+		.waits_unstacked_us = p->tot.waits_unstacked_us - before->waits_unstacked_us,
+		.waits_lost = p->tot.waits_lost - before->waits_lost,
+		.waits_lost_us = p->tot.waits_lost_us - before->waits_lost_us,
+	};
+	struct fx_profile_marker m;
+	char sum[512];
+	bool over = d.waits_unstacked || d.waits_lost;
+
+	if (!p->opts.rotate || (!over && !p->episode_windows))
+		return;
+	if (over) {
+		p->episode.waits += d.waits;
+		p->episode.wait_us += d.wait_us;
+		p->episode.waits_unstacked += d.waits_unstacked;
+		p->episode.waits_unstacked_us += d.waits_unstacked_us;
+		p->episode.waits_lost += d.waits_lost;
+		p->episode.waits_lost_us += d.waits_lost_us;
+		if (p->episode_windows++)
+			return;
+	}
+	d = over ? d : p->episode;
+	m = (struct fx_profile_marker){ .waits = (int64_t)d.waits,
+					.wait_ms = (double)d.wait_us / 1000,
+					.unstacked = (int64_t)d.waits_unstacked,
+					.unstacked_ms = (double)d.waits_unstacked_us / 1000,
+					.waits_lost = (int64_t)d.waits_lost,
+					.lost_ms = (double)d.waits_lost_us / 1000 };
+	fx_profile_offcpu_summary(&m, sum, sizeof(sum));
+	if (over) {
+		fx_log(FX_LOG_WARN,
+		       "off-CPU: window %" PRIu64 ": %s (sampling.off_cpu.budget: %u a second "
+		       "per CPU); said again when it ends",
+		       p->seq, sum, p->g->cfg->sampling.off_cpu.budget);
+		return;
+	}
+	fx_log(FX_LOG_NOTICE, "off-CPU: within the budget again after %" PRIu64 " windows: %s",
+	       p->episode_windows, sum);
+	p->episode_windows = 0;
+	memset(&p->episode, 0, sizeof(p->episode));
 }
 
 static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 {
 	struct gen *g = p->g;
+	struct totals before = p->tot;
 	struct batch *b;
 
-	/* Threads still waiting show their wait so far in this window. */
+	/* Threads still waiting show their wait so far in this window; each
+	 * thread's time in each state is that of all its drawn waits. */
 	fx_recorder_cut_waits(&p->rec, end);
-	count_wait_drops(p);
+	for (size_t i = 0; i < g->nt; i++)
+		fx_window_fold_waits(g->t[i].win);
+	count_wait_lost(p);
 	b = calloc(1, sizeof(*b) + g->nt * sizeof(struct job));
 
 	if (b) {
@@ -215,6 +272,7 @@ static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 			b->njobs++;
 		}
 	}
+	say_wait_episode(p, &before);
 	p->seq++;
 	p->tot.windows++;
 	__atomic_add_fetch(&p->stats.windows, 1, __ATOMIC_RELAXED);
@@ -414,7 +472,7 @@ static void close_sampling(struct fx_pipeline *p)
 	fx_recorder_release(&p->rec);
 	p->unwinder = NULL;
 	p->sampler = NULL;
-	p->wait_drops = p->wait_drop_ns = 0; /* the program's counters go with it */
+	p->wait_lost = p->wait_lost_ns = 0; /* the program's counters go with it */
 }
 
 int fx_pipeline_new(const struct fx_pipeline_opts *opts, struct fx_pipeline **out)
@@ -584,8 +642,14 @@ static void snap_offcpu(struct fx_pipeline *p)
 		p->stats.off_cpu = true;
 		fx_offcpu_get_stats(o, &p->stats.offcpu);
 	}
-	p->stats.waits_dropped = p->rec.counters.waits_dropped;
+	p->stats.waits_lost = p->rec.counters.waits_lost;
 	p->stats.waits_unpaired = p->rec.counters.waits_unpaired;
+	p->stats.waits = p->tot.waits;
+	p->stats.wait_us = p->tot.wait_us;
+	p->stats.waits_unstacked = p->tot.waits_unstacked;
+	p->stats.waits_unstacked_us = p->tot.waits_unstacked_us;
+	p->stats.waits_lost_shown = p->tot.waits_lost;
+	p->stats.waits_lost_us = p->tot.waits_lost_us;
 }
 
 int fx_pipeline_finish(struct fx_pipeline *p)

@@ -64,9 +64,10 @@ struct gen {
 /* Agent-wide totals, as of a window's end (the metrics file's counters). */
 struct totals {
 	uint64_t windows, samples, lost, truncated, dropped;
-	/* off-CPU waits shown and their microseconds; sampled waits dropped
-	 * (once per drop, not per target) and theirs */
-	uint64_t waits, wait_us, waits_dropped, waits_dropped_us;
+	/* off-CPU waits shown and their microseconds; of them those timed
+	 * without their stacks, and theirs; waits lost (once per loss, not per
+	 * target), and theirs (window.h's counters) */
+	uint64_t waits, wait_us, waits_unstacked, waits_unstacked_us, waits_lost, waits_lost_us;
 	size_t targets, attached;
 };
 
@@ -129,8 +130,12 @@ struct fx_pipeline {
 	 * dropped. */
 	uint64_t unwind_evicted_base, cfi_evicted_base;
 	uint64_t procs_mark; /* fx_procs_mark() at the last rotation */
-	/* off-CPU waits dropped (offcpu.h, recorder), as of the last window */
-	uint64_t wait_drops, wait_drop_ns;
+	/* off-CPU waits lost (offcpu.h, recorder), as of the last window */
+	uint64_t wait_lost, wait_lost_ns;
+	/* windows in a row with waits over the budget or lost, and what they
+	 * held: the log says an episode once, at its start and its end */
+	uint64_t episode_windows;
+	struct totals episode;
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */

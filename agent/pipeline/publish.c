@@ -120,8 +120,10 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 			.off_cpu = fx_config_off_cpu(cfg, j->t->cfg),
 			.waits = j->win->counters.waits,
 			.wait_ms = (double)j->win->counters.wait_us / 1000.0,
-			.waits_dropped = j->win->counters.waits_dropped,
-			.waits_dropped_ms = (double)j->win->counters.waits_dropped_us / 1000.0,
+			.waits_unstacked = j->win->counters.waits_unstacked,
+			.waits_unstacked_ms = (double)j->win->counters.waits_unstacked_us / 1000.0,
+			.waits_lost = j->win->counters.waits_lost,
+			.waits_lost_ms = (double)j->win->counters.waits_lost_us / 1000.0,
 		},
 		.seq = b->seq,
 		.marker_pid = (uint32_t)getpid(),
@@ -141,11 +143,12 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 	}
 	/* --once says what it wrote itself. */
 	fx_log_fields(p->opts.report_status ? FX_LOG_INFO : FX_LOG_DEBUG, j->t->name, c.id,
-		      "wrote %s: %" PRIu64 " samples, %" PRIu64 " bytes", c.path,
-		      rs.profile.samples, rs.profile.bytes);
+		      "wrote %s: %" PRIu64 " samples, %" PRIu64 " waits, %" PRIu64 " bytes", c.path,
+		      j->win->counters.samples, j->win->counters.waits, rs.profile.bytes);
 	fx_sink_commit(sink, &c);
 	snprintf(p->stats.last_path, sizeof(p->stats.last_path), "%s", c.path);
-	p->stats.last_samples = rs.profile.samples;
+	p->stats.last_samples = j->win->counters.samples;
+	p->stats.last_waits = j->win->counters.waits;
 	p->stats.last_threads = rs.profile.threads;
 	p->stats.last_bytes = rs.profile.bytes;
 	p->stats.last_frames = j->win->nframes;
@@ -450,18 +453,26 @@ static void write_metrics(struct publisher *pub, const struct batch *b,
 		  false, NULL, NULL, (double)pub->publish_cpu_ns / 1e9 },
 		{ "fxagent_lost_samples_total", "Samples the kernel lost (rings overflowed).",
 		  false, NULL, NULL, (double)t->lost },
-		{ "fxagent_offcpu_waits_total", "Off-CPU waits recorded (sampling.off_cpu).", false,
-		  NULL, NULL, (double)t->waits },
+		{ "fxagent_offcpu_waits_total",
+		  "Off-CPU waits shown (sampling.off_cpu); a wait counts once in each window it "
+		  "spans.",
+		  false, NULL, NULL, (double)t->waits },
 		{ "fxagent_offcpu_wait_seconds_total",
-		  "Off-CPU time the recorded waits stand for (their weights).", false, NULL, NULL,
+		  "Off-CPU time the waits shown stand for (their weights).", false, NULL, NULL,
 		  (double)t->wait_us / 1e6 },
-		{ "fxagent_offcpu_dropped_total",
-		  "Sampled off-CPU waits dropped: over sampling.off_cpu.budget or out of room.",
-		  false, NULL, NULL, (double)t->waits_dropped },
-		{ "fxagent_offcpu_dropped_seconds_total",
-		  "Off-CPU time the dropped waits stood for (those over the budget and the "
-		  "ring's).",
-		  false, NULL, NULL, (double)t->waits_dropped_us / 1e6 },
+		{ "fxagent_offcpu_unstacked_total",
+		  "Of the waits shown, those timed without their stacks (over "
+		  "sampling.off_cpu.budget): their time is on their threads' other waits.",
+		  false, NULL, NULL, (double)t->waits_unstacked },
+		{ "fxagent_offcpu_unstacked_seconds_total",
+		  "Off-CPU time of the waits timed without their stacks.", false, NULL, NULL,
+		  (double)t->waits_unstacked_us / 1e6 },
+		{ "fxagent_offcpu_lost_total",
+		  "Off-CPU waits lost for room (the ring, the agent's queue): not shown.", false,
+		  NULL, NULL, (double)t->waits_lost },
+		{ "fxagent_offcpu_lost_seconds_total",
+		  "Off-CPU time of the waits lost, where it is known.", false, NULL, NULL,
+		  (double)t->waits_lost_us / 1e6 },
 		{ "fxagent_truncated_stacks_total", "Samples whose stack was cut short.", false,
 		  NULL, NULL, (double)t->truncated },
 		{ "fxagent_dropped_stacks_total",

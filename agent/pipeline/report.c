@@ -367,8 +367,12 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 					(struct fx_profile_frame){ .lib = -1,
 								   .category = FX_CAT_OTHER };
 				set_own(c, idx[k],
-					strings_add(&c->strs, "[off-CPU: %s]",
-						    fx_offcpu_state_name((uint32_t)a)),
+					a == FX_OFFCPU_NO_STACK
+						? strings_add(&c->strs,
+							      "[stack not recorded: over the "
+							      "off-CPU budget]")
+						: strings_add(&c->strs, "[off-CPU: %s]",
+							      fx_offcpu_state_name((uint32_t)a)),
 					0);
 			}
 		} else if (o != FX_OBJ_UNKNOWN && (ob = fx_objects_get(c->in->objs, o)) &&
@@ -552,7 +556,7 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 	c.pf = calloc(w->nframes + 1, sizeof(*c.pf));
 	c.libs = calloc(nobj + 1, sizeof(*c.libs));
 	c.lib_of_object = malloc((nobj + 1) * sizeof(*c.lib_of_object));
-	markers = calloc(in->nlost + 1, sizeof(*markers));
+	markers = calloc(in->nlost + 2, sizeof(*markers));
 	if (!c.sym || !c.own || !c.pf || !c.libs || !c.lib_of_object || !markers)
 		goto out;
 	for (size_t i = 0; i < nobj; i++)
@@ -595,6 +599,19 @@ int fx_report_write(const struct fx_report_input *in, const char *path,
 		.truncated = (int64_t)w->counters.truncated,
 		.target = in->meta.target,
 	};
+	/* What the off-CPU side shows and leaves out, where the user looks. */
+	if (in->meta.off_cpu && (in->meta.waits || in->meta.waits_lost))
+		markers[nmarkers++] = (struct fx_profile_marker){
+			.type = FX_MARKER_OFFCPU,
+			.start_ms = 0,
+			.end_ms = dur_ms,
+			.waits = (int64_t)in->meta.waits,
+			.wait_ms = in->meta.wait_ms,
+			.unstacked = (int64_t)in->meta.waits_unstacked,
+			.unstacked_ms = in->meta.waits_unstacked_ms,
+			.waits_lost = (int64_t)in->meta.waits_lost,
+			.lost_ms = in->meta.waits_lost_ms,
+		};
 	nmarkers += fx_report_lost_markers(in->lost, in->nlost, in->meta.start_ns, in->meta.end_ns,
 					   &markers[nmarkers]);
 	pin = (struct fx_profile_input){

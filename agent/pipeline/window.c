@@ -34,6 +34,8 @@ void fx_window_release(struct fx_window *w)
 	free(w->paths);
 	fx_hashtab_free(&w->frame_index);
 	fx_hashtab_free(&w->stack_index);
+	free(w->waitsums);
+	fx_hashtab_free(&w->waitsum_index);
 	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++) {
 		free(w->recent[k].frames);
 		free(w->recent[k].nodes);
@@ -49,6 +51,8 @@ void fx_window_reset(struct fx_window *w)
 	memset(&w->counters, 0, sizeof(w->counters));
 	fx_hashtab_reset(&w->frame_index);
 	fx_hashtab_reset(&w->stack_index);
+	w->nwaitsums = 0;
+	fx_hashtab_reset(&w->waitsum_index);
 	if (w->paths)
 		memset(w->paths, 0, FX_WINDOW_PATHS * sizeof(*w->paths));
 	for (unsigned k = 0; k < FX_WINDOW_RECENT; k++)
@@ -70,7 +74,8 @@ size_t fx_window_bytes(const struct fx_window *w)
 	return w->frames_cap * sizeof(*w->frames) + w->stacks_cap * sizeof(*w->stacks) +
 	       w->samples_cap * sizeof(*w->samples) + fx_hashtab_bytes(&w->frame_index) +
 	       fx_hashtab_bytes(&w->stack_index) +
-	       (w->paths ? FX_WINDOW_PATHS * sizeof(*w->paths) : 0) + recent_bytes(w);
+	       (w->paths ? FX_WINDOW_PATHS * sizeof(*w->paths) : 0) + recent_bytes(w) +
+	       w->waitsums_cap * sizeof(*w->waitsums) + fx_hashtab_bytes(&w->waitsum_index);
 }
 
 static uint64_t frame_hash_at(const void *ctx, uint32_t i)
@@ -307,4 +312,126 @@ int fx_window_add_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint
 	w->counters.waits++;
 	w->counters.wait_us += us;
 	return 0;
+}
+
+static uint64_t waitsum_hash(uint32_t tid, uint32_t state)
+{
+	return fx_mix64((uint64_t)tid << 8 | state);
+}
+
+static uint64_t waitsum_hash_at(const void *ctx, uint32_t i)
+{
+	const struct fx_window *w = ctx;
+
+	return waitsum_hash(w->waitsums[i].tid, w->waitsums[i].state);
+}
+
+static bool waitsum_eq(const void *ctx, uint32_t i, const void *key)
+{
+	const struct fx_window *w = ctx;
+	const uint32_t *k = key;
+
+	return w->waitsums[i].tid == k[0] && w->waitsums[i].state == k[1];
+}
+
+static struct fx_window_waitsum *find_waitsum(const struct fx_window *w, uint32_t tid,
+					      uint32_t state)
+{
+	uint32_t key[2] = { tid, state }, i;
+
+	if (!w->nwaitsums)
+		return NULL;
+	i = fx_hashtab_find(&w->waitsum_index, waitsum_hash(tid, state), waitsum_eq, w, key);
+	return i == FX_HASHTAB_NONE ? NULL : &w->waitsums[i];
+}
+
+int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
+			 uint32_t state, uint64_t exact_ns, uint64_t shown_ns)
+{
+	uint32_t key[2] = { tid, state }, i;
+	struct fx_window_waitsum *ws;
+	size_t pos;
+
+	if (!shown_ns) {
+		w->counters.waits++;
+		w->counters.waits_unstacked++;
+		w->counters.waits_unstacked_us += (exact_ns + 500) / 1000;
+	}
+	if (fx_hashtab_reserve(&w->waitsum_index, w->nwaitsums + 1, waitsum_hash_at, w) < 0)
+		return -ENOMEM;
+	pos = fx_hashtab_probe(&w->waitsum_index, waitsum_hash(tid, state), waitsum_eq, w, key);
+	i = fx_hashtab_at(&w->waitsum_index, pos);
+	if (i == FX_HASHTAB_NONE) {
+		if (fx_grow(&w->waitsums, &w->waitsums_cap, w->nwaitsums + 1,
+			    sizeof(*w->waitsums)) < 0)
+			return -ENOMEM;
+		i = (uint32_t)w->nwaitsums++;
+		w->waitsums[i] =
+			(struct fx_window_waitsum){ .pid = pid, .tid = tid, .state = state };
+		fx_hashtab_put(&w->waitsum_index, pos, i);
+	}
+	ws = &w->waitsums[i];
+	ws->exact_ns += exact_ns;
+	ws->shown_ns += shown_ns;
+	if (time_ns > ws->at_ns)
+		ws->at_ns = time_ns;
+	return 0;
+}
+
+/* The state of off-CPU stack @stack: its innermost frame's, or 0. */
+static uint32_t stack_state(const struct fx_window *w, uint32_t stack)
+{
+	const struct fx_window_frame *f;
+
+	if (stack == FX_NONE)
+		return 0;
+	f = &w->frames[w->stacks[stack].frame];
+	return f->object == FX_OBJ_OFFCPU ? (uint32_t)f->addr : 0;
+}
+
+void fx_window_fold_waits(struct fx_window *w)
+{
+	size_t nsamples = w->nsamples;
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < nsamples; i++) {
+		struct fx_window_sample *s = &w->samples[i];
+		const struct fx_window_waitsum *ws;
+		uint64_t us;
+
+		if (!s->wait_us)
+			continue;
+		ws = find_waitsum(w, s->tid, stack_state(w, s->stack));
+		if (ws && ws->shown_ns && ws->shown_ns != ws->exact_ns) {
+			/* in 128-bit: a wait of 2^32 us times a ratio */
+			us = (uint64_t)((unsigned __int128)s->wait_us * ws->exact_ns /
+					ws->shown_ns);
+			s->wait_us = us > UINT32_MAX ? UINT32_MAX : us ? (uint32_t)us : 1;
+		}
+		total += s->wait_us;
+	}
+	for (size_t k = 0; k < w->nwaitsums; k++) {
+		const struct fx_window_waitsum *ws = &w->waitsums[k];
+		struct fx_window_frame fr[2] = {
+			{ .object = FX_OBJ_OFFCPU, .addr = FX_OFFCPU_NO_STACK },
+			{ .object = FX_OBJ_OFFCPU, .addr = ws->state },
+		};
+		uint32_t stack;
+
+		if (ws->shown_ns || !ws->exact_ns)
+			continue;
+		stack = fx_window_intern_stack(w, fr, 2);
+		if (stack == FX_NONE) {
+			w->counters.dropped_stacks++;
+			continue;
+		}
+		if (fx_window_add_wait(w, ws->at_ns, ws->pid, ws->tid, stack, ws->exact_ns) == 0) {
+			w->counters.waits--; /* counted as unstacked already */
+			total += w->samples[w->nsamples - 1].wait_us;
+		}
+	}
+	w->counters.wait_us = total;
+	/* folded: a second call changes nothing */
+	for (size_t k = 0; k < w->nwaitsums; k++)
+		w->waitsums[k].shown_ns = w->waitsums[k].exact_ns;
 }

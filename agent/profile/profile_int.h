@@ -18,6 +18,7 @@
 #define SCHEMA_RECORDING FX_SCHEMA_RECORDING
 #define SCHEMA_LOST	 FX_SCHEMA_LOST
 #define SCHEMA_GAP	 FX_SCHEMA_GAP
+#define SCHEMA_OFFCPU	 FX_SCHEMA_OFFCPU
 #define UNKNOWN_NAME	 "[unknown]"
 
 struct str {
@@ -80,7 +81,7 @@ struct tables {
 	size_t npframes;
 	uint32_t *stack_last; /* window stack -> profile stack of its innermost level */
 	size_t npstacks;
-	int64_t marker_name[2]; /* recording, lost */
+	int64_t marker_name[3]; /* by enum fx_marker_type */
 	struct pairtab threads; /* (pid, tid) of the listed threads */
 	uint32_t *thread_of;	/* threads entry -> first listed thread with that key */
 	/* listed thread -> the listed thread whose track takes its samples:

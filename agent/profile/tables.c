@@ -431,7 +431,7 @@ static void pick_busiest(struct tables *t)
 
 int prof_build_tables(struct tables *t)
 {
-	static const char *const names[2] = { "Recording", "Lost samples" };
+	static const char *const names[3] = { "Recording", "Lost samples", "Off-CPU waits" };
 	int rc = check_input(t->in);
 
 	if (rc < 0)
@@ -442,7 +442,7 @@ int prof_build_tables(struct tables *t)
 	rc = build_stacks(t);
 	if (rc < 0)
 		return rc;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		t->marker_name[i] = str_intern(&t->strs, names[i]);
 		if (t->marker_name[i] < 0)
 			return -ENOMEM;

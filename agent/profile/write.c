@@ -6,6 +6,7 @@
 #include "profile_int.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,6 +34,35 @@ void fx_profile_wallclock(double start_ms, double end_ms, char *buf, size_t size
 	strftime(sa, sizeof(sa), "%Y-%m-%dT%H:%M:%SZ", &ta);
 	strftime(sb, sizeof(sb), "%H:%M:%SZ", &tb);
 	snprintf(buf, size, "%s - %s", sa, sb);
+}
+
+/* "45.1 s" or "820 ms" */
+static void say_ms(char *buf, size_t size, double ms)
+{
+	if (ms >= 1000)
+		snprintf(buf, size, "%.1f s", ms / 1000);
+	else
+		snprintf(buf, size, "%.0f ms", ms);
+}
+
+void fx_profile_offcpu_summary(const struct fx_profile_marker *m, char *buf, size_t size)
+{
+	char a[32], b[32], c[32];
+	int n;
+
+	say_ms(a, sizeof(a), m->wait_ms);
+	say_ms(b, sizeof(b), m->unstacked_ms);
+	say_ms(c, sizeof(c), m->lost_ms);
+	n = snprintf(buf, size, "%" PRId64 " waits (%s)", m->waits, a);
+	if (n >= 0 && (size_t)n < size && m->unstacked)
+		n += snprintf(buf + n, size - (size_t)n,
+			      "; %" PRId64 " of them (%s) over the budget, timed without their "
+			      "own stacks: their time is on their threads' other waits in the "
+			      "same state",
+			      m->unstacked, b);
+	if (n >= 0 && (size_t)n < size && m->waits_lost)
+		snprintf(buf + n, size - (size_t)n, "; %" PRId64 " lost for room (%s, not shown)",
+			 m->waits_lost, c);
 }
 
 int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34])
@@ -89,7 +119,20 @@ static const char MARKER_SCHEMA_JSON[] =
 	"windows\","
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
 	"\"fields\":[{\"key\":\"target\",\"label\":\"Target\",\"format\":\"string\"},"
-	"{\"key\":\"missing\",\"label\":\"Windows missing\",\"format\":\"integer\"}]}]";
+	"{\"key\":\"missing\",\"label\":\"Windows missing\",\"format\":\"integer\"}]},"
+	"{\"name\":\"" SCHEMA_OFFCPU "\","
+	"\"chartLabel\":\"{marker.data.summary}\","
+	"\"tableLabel\":\"{marker.data.summary}\","
+	"\"tooltipLabel\":\"Off-CPU waits: {marker.data.summary}\","
+	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
+	"\"fields\":[{\"key\":\"summary\",\"label\":\"Summary\",\"format\":\"string\"},"
+	"{\"key\":\"waits\",\"label\":\"Waits shown\",\"format\":\"integer\"},"
+	"{\"key\":\"ms\",\"label\":\"Their time\",\"format\":\"milliseconds\"},"
+	"{\"key\":\"unstacked\",\"label\":\"Of them without their own stack\","
+	"\"format\":\"integer\"},"
+	"{\"key\":\"unstackedMs\",\"label\":\"Their time\",\"format\":\"milliseconds\"},"
+	"{\"key\":\"lost\",\"label\":\"Waits lost\",\"format\":\"integer\"},"
+	"{\"key\":\"lostMs\",\"label\":\"Time lost\",\"format\":\"milliseconds\"}]}]";
 
 void fx_profile_meta_common(struct fx_json *j, const char *product, double interval_ms,
 			    double start_time_ms, double end_ms)
@@ -252,9 +295,12 @@ static void write_meta(const struct tables *t, struct fx_json *j)
 			fx_json_key_int(j, "waits", (int64_t)m->waits);
 			fx_json_key(j, "ms");
 			fx_json_double(j, m->wait_ms);
-			fx_json_key_int(j, "dropped", (int64_t)m->waits_dropped);
-			fx_json_key(j, "droppedMs");
-			fx_json_double(j, m->waits_dropped_ms);
+			fx_json_key_int(j, "unstacked", (int64_t)m->waits_unstacked);
+			fx_json_key(j, "unstackedMs");
+			fx_json_double(j, m->waits_unstacked_ms);
+			fx_json_key_int(j, "lost", (int64_t)m->waits_lost);
+			fx_json_key(j, "lostMs");
+			fx_json_double(j, m->waits_lost_ms);
 			fx_json_object_end(j);
 		}
 		fx_json_key(j, "labels");
@@ -508,7 +554,7 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 	table_begin(j, "markers", n);
 	fx_json_key_array(j, "name");
 	for (size_t i = 0; i < n; i++)
-		fx_json_int(j, t->marker_name[in->markers[i].type == FX_MARKER_LOST ? 1 : 0]);
+		fx_json_int(j, t->marker_name[in->markers[i].type]);
 	fx_json_array_end(j);
 	fx_json_key_array(j, "startTime");
 	for (size_t i = 0; i < n; i++)
@@ -545,6 +591,21 @@ static void write_markers(const struct tables *t, bool carrier, struct fx_json *
 					 m->outside_ms < 0 ? "start" : "end");
 				fx_json_key_string(j, "note", note);
 			}
+		} else if (m->type == FX_MARKER_OFFCPU) {
+			char sum[256];
+
+			fx_profile_offcpu_summary(m, sum, sizeof(sum));
+			fx_json_key_string(j, "type", SCHEMA_OFFCPU);
+			fx_json_key_string(j, "summary", sum);
+			fx_json_key_int(j, "waits", m->waits);
+			fx_json_key(j, "ms");
+			fx_json_double(j, m->wait_ms);
+			fx_json_key_int(j, "unstacked", m->unstacked);
+			fx_json_key(j, "unstackedMs");
+			fx_json_double(j, m->unstacked_ms);
+			fx_json_key_int(j, "lost", m->waits_lost);
+			fx_json_key(j, "lostMs");
+			fx_json_double(j, m->lost_ms);
 		} else {
 			fx_json_key_string(j, "type", SCHEMA_RECORDING);
 			fx_json_key_string(j, "wallclock", m->text ? m->text : "");

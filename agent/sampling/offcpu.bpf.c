@@ -1,24 +1,20 @@
 /* SPDX-License-Identifier: MIT OR GPL-2.0 */
 /* Off-CPU waits, sampled in the kernel (loaded by offcpu.c).
  *
- * One program on the sched_switch tracepoint (BTF-typed, so it needs no
+ * A program on the sched_switch tracepoint (BTF-typed, so it needs no
  * kprobe and no tracefs). At a switch the outgoing thread is still current:
  * its user registers, its user stack and its kernel stack are those it
- * waits in. A sampled wait copies them into the ring then (a START event);
- * when the thread is switched in again its length is known, and a small END
- * event carries it with the weight.
+ * waits in. A drawn wait writes a START into the ring then (with those
+ * stacks, or without when over the budget: offcpu_draw.h); when the thread
+ * is switched in again its length is known, and a small END carries it.
+ * A second program, on sched_wakeup, notes when a timed wait's thread is
+ * woken: from there to its switch in it waited for a CPU, not for its
+ * event. A third, a task iterator the loader runs once at attach, seeds the
+ * waits already in progress then, so a thread blocked since before the
+ * recording counts from its start.
  *
- * Which waits are sampled: each thread (its slot, below) keeps the running
- * mean of its timed waits' lengths (blocked and runnable apart), and a wait
- * is sampled with probability p = mean / min_block (at most 1), drawn at its
- * start; its weight is length / p. A wait not drawn costs two array look-ups
- * and a draw, no helper call: it is not even timed. p is fixed before the
- * length is known, so the weights' sum is an unbiased estimate of the
- * off-CPU time (Horvitz-Thompson) whatever p is; and a thread that waits
- * long has every wait recorded, while one that switches a hundred thousand
- * times a second for microseconds costs a few copies. A per-CPU budget of
- * sampled waits per second bounds the rest: a wait it refuses is counted,
- * and so is its weight once its length is known.
+ * Which waits are drawn, and which copied: offcpu_draw.h. A wait not drawn
+ * costs two array look-ups and a draw, no helper call: it is not even timed.
  *
  * Built by clang -target bpf. The kernel structures are declared here with
  * only the fields used; CO-RE relocates them on the running kernel's BTF. */
@@ -30,22 +26,34 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#define FX_OFFCPU_INLINE static __always_inline
+#include "offcpu_draw.h"
 #include "offcpu_int.h"
 
+#define PF_EXITING	     0x00000004
 #define PF_KTHREAD	     0x00200000
 #define TASK_INTERRUPTIBLE   0x0001
 #define TASK_UNINTERRUPTIBLE 0x0002
 #define TASK_DEAD	     0x0080
 #define PAGE		     4096
-#define NS_PER_S	     1000000000ull
-#define P_ONE		     65536 /* probability 1 in 16-bit fixed point */
+#define P_ONE		     FX_OFFCPU_P1
 
 struct task_struct {
 	unsigned int __state;
 	unsigned int flags;
+	int on_cpu;
 	int pid;
 	int tgid;
 	unsigned long nvcsw, nivcsw;
+} __attribute__((preserve_access_index));
+
+struct seq_file;
+struct bpf_iter_meta {
+	struct seq_file *seq;
+} __attribute__((preserve_access_index));
+struct bpf_iter__task {
+	struct bpf_iter_meta *meta;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 /* Before Linux 5.14 the state was a long named state. */
@@ -58,14 +66,15 @@ struct pt_regs {
 	unsigned long ax, cx, dx, si, di, orig_ax, ip, cs, flags, sp, ss;
 } __attribute__((preserve_access_index));
 
-enum { NOT_SAMPLED, SAMPLED, OVER_BUDGET, RING_FULL };
+enum { NOT_WRITTEN, WRITTEN, LOST };
 
 /* A timed wait, in its thread's task storage. */
 struct wait {
 	__u64 t_out;	/* 0: not waiting */
+	__u64 t_wake;	/* when sched_wakeup saw it woken; 0: not yet */
 	__u64 switches; /* the thread's switch count at t_out */
 	__u32 p;	/* this wait's probability, of P_ONE */
-	__u32 how;	/* NOT_SAMPLED, ... */
+	__u32 how;	/* NOT_WRITTEN, ... */
 	__u32 state;
 	__u32 tag;
 };
@@ -85,11 +94,6 @@ struct slot {
 	 * their large weights make the estimate noisy. */
 	__u32 mean_ns[2];
 	__u32 pending;
-};
-
-struct bucket {
-	__u64 last_ns;
-	__u64 tokens; /* sampled waits x NS_PER_S */
 };
 
 struct {
@@ -131,8 +135,16 @@ struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct bucket);
+	__type(value, struct fx_offcpu_bucket);
 } buckets SEC(".maps");
+
+/* The threads the iterator seeds (tid -> cgroup tag), unless seed_all. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} seeds SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -150,7 +162,8 @@ static __always_inline struct slot *slot_of(struct task_struct *t)
 
 /* A START is built here (too big for the BPF stack, and for a per-CPU map's
  * 32 KiB), then copied out with only the stack bytes read. One entry per
- * CPU (the loader sets how many): the program runs with interrupts off. */
+ * CPU (the loader sets how many): the program runs with interrupts off;
+ * and one more for the iterator, which may sleep. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -221,29 +234,6 @@ static __always_inline __u32 draw(struct fx_offcpu_bpf_stats *st)
 	return (__u32)(x >> 32);
 }
 
-/* Takes one sampled wait from this CPU's budget. */
-static __always_inline bool spend(const struct fx_offcpu_settings *cfg, __u64 now)
-{
-	__u32 zero = 0;
-	struct bucket *b = bpf_map_lookup_elem(&buckets, &zero);
-	__u64 cap = cfg->budget * NS_PER_S;
-
-	if (!b || !cfg->budget)
-		return false;
-	if (!b->last_ns) {
-		b->tokens = cap;
-	} else if (now > b->last_ns) {
-		__u64 add = (now - b->last_ns) * cfg->budget;
-
-		b->tokens = add >= cap || b->tokens + add >= cap ? cap : b->tokens + add;
-	}
-	b->last_ns = now;
-	if (b->tokens < NS_PER_S)
-		return false;
-	b->tokens -= NS_PER_S;
-	return true;
-}
-
 /* Copies the user stack from @sp, a page at a time: the copy stops at the
  * first page that cannot be read (the end of the stack, or one swapped out),
  * as perf's does. */
@@ -308,7 +298,7 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	struct fx_offcpu_end *end;
 	struct slot *sl;
 	struct wait *w;
-	__u64 d, weight, mean;
+	__u64 d, weight, mean, t_wake;
 	__u32 k;
 
 	if (next->flags & PF_KTHREAD)
@@ -322,10 +312,12 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	__sync_fetch_and_add(&sl->pending, -1);
 	*now = bpf_ktime_get_ns();
 	d = *now > w->t_out ? *now - w->t_out : 0;
+	t_wake = w->t_wake > w->t_out && w->t_wake <= *now ? w->t_wake : 0;
 	/* It switched out again unseen (the program was detached between):
 	 * its length is unknown. An end of length 0 closes the start. */
 	if (next->nvcsw + next->nivcsw != w->switches) {
 		d = 0;
+		t_wake = 0;
 		*now = w->t_out;
 	}
 	st->wait_ns += d;
@@ -334,11 +326,13 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	k = w->state == FX_OFFCPU_RUNNABLE;
 	mean = sl->mean_ns[k] - sl->mean_ns[k] / 8 + d / 8;
 	sl->mean_ns[k] = mean > 0xffffffffull ? 0xffffffffu : (__u32)mean;
-	if (w->how == SAMPLED) {
+	if (w->how == WRITTEN) {
 		end = bpf_ringbuf_reserve(&events, sizeof(*end), 0);
 		if (!end) {
-			st->ring_drops++;
-			st->ring_ns += weight;
+			/* its START stands without an end: the agent counts it
+			 * to the window's edge, and drops it at the thread's next */
+			st->lost++;
+			st->lost_ns += weight;
 		} else {
 			end->kind = FX_OFFCPU_END;
 			end->pid = (__u32)next->tgid;
@@ -346,34 +340,60 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 			end->cpu = bpf_get_smp_processor_id();
 			end->t_out = w->t_out;
 			end->t_in = *now;
+			end->t_wake = t_wake;
 			end->weight_ns = weight;
 			end->state = w->state;
 			end->tag = w->tag;
 			bpf_ringbuf_submit(end, wakeup_flag());
-			st->emitted++;
-			st->emitted_ns += weight;
 		}
-	} else if (w->how == OVER_BUDGET) {
-		st->budget_ns += weight;
-	} else if (w->how == RING_FULL) {
-		st->ring_ns += weight;
+	} else if (w->how == LOST) {
+		st->lost_ns += weight;
 	}
 	w->t_out = 0;
-	w->how = NOT_SAMPLED;
+	w->t_wake = 0;
+	w->how = NOT_WRITTEN;
 }
 
-/* The running thread @prev leaves the CPU: a wait begins, sampled or not. */
+/* The START of wait @w (fields set but stacks) into the ring: with the
+ * stacks in @e when @e->q, else without. Returns WRITTEN or LOST. */
+static __always_inline __u32 emit_start(struct fx_offcpu_start *e, struct fx_offcpu_bpf_stats *st)
+{
+	__u64 size = __builtin_offsetof(struct fx_offcpu_start, stack) + (__u64)e->stack_bytes;
+
+	if (e->q) {
+		barrier_var(size);
+		if (size > sizeof(*e))
+			size = sizeof(*e);
+		barrier_var(size);
+		if (!bpf_ringbuf_output(&events, e, size, wakeup_flag())) {
+			st->stacked++;
+			return WRITTEN;
+		}
+		/* no room for the stacks: the wait is still timed */
+		e->q = 0;
+		e->flags |= FX_OFFCPU_UNSTACKED;
+	}
+	if (!bpf_ringbuf_output(&events, e, __builtin_offsetof(struct fx_offcpu_start, regs),
+				wakeup_flag())) {
+		st->unstacked++;
+		return WRITTEN;
+	}
+	st->lost++;
+	return LOST;
+}
+
+/* The running thread @prev leaves the CPU: a wait begins, drawn or not. */
 static __always_inline void switch_out(void *ctx, const struct fx_offcpu_settings *cfg,
 				       bool preempt, struct task_struct *prev, __u64 now,
 				       struct fx_offcpu_bpf_stats *st)
 {
 	/* (now: the switch in's, or 0: read here) */
+	struct fx_offcpu_bucket *b;
 	struct fx_offcpu_start *e;
 	struct slot *sl;
 	struct wait *w;
 	unsigned int state;
-	__u32 tgid, tag, cpu, copied = 0, p, kind, k;
-	__u64 size;
+	__u32 tgid, tag, cpu, copied = 0, p, q, kind, k, zero = 0;
 	long n;
 
 	if (prev->flags & PF_KTHREAD)
@@ -395,13 +415,9 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	if (!sl)
 		return;
 	st->waits++;
-	if (!sl->mean_ns[k]) /* a new slot's first wait is sampled */
+	if (!sl->mean_ns[k]) /* a new slot's first wait is drawn */
 		sl->mean_ns[k] = (__u32)cfg->min_block_ns;
-	p = P_ONE;
-	if (sl->mean_ns[k] < cfg->min_block_ns)
-		p = (__u32)((__u64)sl->mean_ns[k] * cfg->p_scale >> 32);
-	if (!p)
-		p = 1;
+	p = fx_offcpu_p(sl->mean_ns[k], cfg->min_block_ns, cfg->p_scale);
 	/* Most switches end here: a wait not drawn is neither looked up nor
 	 * timed, and the mean follows the waits that are. */
 	if (p < P_ONE && (draw(st) & (P_ONE - 1)) >= p)
@@ -413,36 +429,42 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 		__sync_fetch_and_add(&sl->pending, 1);
 	if (!now)
 		now = bpf_ktime_get_ns();
-	w->how = NOT_SAMPLED;
+	st->drawn++;
+	w->how = NOT_WRITTEN;
 	w->switches = prev->nvcsw + prev->nivcsw;
 	w->t_out = now;
+	w->t_wake = 0;
 	w->p = p;
 	w->tag = tag;
 	w->state = kind;
-	if (!spend(cfg, now)) {
-		st->budget_drops++;
-		w->how = OVER_BUDGET;
-		return;
-	}
 	cpu = bpf_get_smp_processor_id();
 	e = bpf_map_lookup_elem(&scratch, &cpu);
-	if (!e)
+	b = bpf_map_lookup_elem(&buckets, &zero);
+	if (!e || !b)
 		return;
 	e->kind = FX_OFFCPU_START;
 	e->pid = tgid;
 	e->tid = (__u32)prev->pid;
 	e->cpu = cpu;
 	e->t_out = now;
-	e->state = w->state;
+	e->state = kind;
 	e->tag = tag;
 	e->p = p;
 	e->kstack_bytes = 0;
+	e->uips_bytes = 0;
+	e->stack_bytes = 0;
+	e->flags = 0;
+	if (!fx_offcpu_keep(b, cfg->budget, now, draw(st) & (P_ONE - 1), &q)) {
+		e->q = 0;
+		e->flags = FX_OFFCPU_UNSTACKED;
+		w->how = emit_start(e, st);
+		return;
+	}
+	e->q = q;
 	if (cfg->kernel) {
 		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 		e->kstack_bytes = n > 0 ? (__u32)n : 0;
 	}
-	e->uips_bytes = 0;
-	e->stack_bytes = 0;
 	if (cfg->stack_bytes) {
 		fill_regs(e, (struct pt_regs *)bpf_task_pt_regs(prev));
 		copied = copy_stack(e, e->regs[7], cfg->stack_bytes);
@@ -454,17 +476,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	 * frame is bigger than the copy (dwunwind.h). */
 	n = bpf_get_stack(ctx, e->uips, sizeof(e->uips), BPF_F_USER_STACK);
 	e->uips_bytes = n > 0 ? (__u32)n : 0;
-	size = __builtin_offsetof(struct fx_offcpu_start, stack) + (__u64)copied;
-	barrier_var(size);
-	if (size > sizeof(*e))
-		size = sizeof(*e);
-	barrier_var(size);
-	if (bpf_ringbuf_output(&events, e, size, wakeup_flag())) {
-		st->ring_drops++;
-		w->how = RING_FULL;
-		return;
-	}
-	w->how = SAMPLED;
+	w->how = emit_start(e, st);
 }
 
 SEC("tp_btf/sched_switch")
@@ -479,6 +491,183 @@ int BPF_PROG(fx_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	switch_in(next, &now, st);
 	switch_out(ctx, cfg, preempt, prev, now, st);
+	return 0;
+}
+
+/* A thread whose wait is timed is woken: the rest of its wait, until it is
+ * switched in, is on a run queue. Most wake-ups end at the slot's count. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(fx_wakeup, struct task_struct *p)
+{
+	struct slot *sl;
+	struct wait *w;
+
+	if (p->flags & PF_KTHREAD)
+		return 0;
+	sl = slot_of(p);
+	if (!sl || !sl->pending)
+		return 0;
+	w = bpf_task_storage_get(&waits, p, 0, 0);
+	if (w && w->t_out && !w->t_wake && w->state != FX_OFFCPU_RUNNABLE)
+		w->t_wake = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* The user stack of another thread @t from @sp, a page at a time (as
+ * copy_stack() does for the running one). */
+static __always_inline __u32 copy_task_stack(struct fx_offcpu_start *e, struct task_struct *t,
+					     __u64 sp, __u64 want)
+{
+	__u32 got = 0;
+
+	if (want > FX_OFFCPU_STACK_MAX)
+		want = FX_OFFCPU_STACK_MAX;
+	for (int i = 0; i < FX_OFFCPU_STACK_MAX / PAGE; i++) {
+		__u64 n = PAGE - ((sp + got) & (PAGE - 1));
+
+		if (got >= want || got > FX_OFFCPU_STACK_MAX - PAGE)
+			break;
+		if (n > want - got)
+			n = want - got;
+		barrier_var(n);
+		if (n > PAGE)
+			n = PAGE;
+		barrier_var(n);
+		if (!n)
+			break;
+		if (bpf_copy_from_user_task(e->stack + got, (__u32)n, (const void *)(sp + got), t,
+					    0))
+			break;
+		got += (__u32)n;
+	}
+	return got;
+}
+
+/* The frame-pointer callchain of another thread, as the kernel's user
+ * callchain gives it: the ip, then the return addresses on the rbp links. */
+static __always_inline __u32 walk_task_fp(struct fx_offcpu_start *e, struct task_struct *t,
+					  __u64 ip, __u64 fp)
+{
+	__u32 n = 0;
+
+	e->uips[n++] = ip;
+	for (int i = 1; i < FX_OFFCPU_MAX_IPS; i++) {
+		__u64 frame[2];
+
+		if (!fp || fp & 7)
+			break;
+		if (bpf_copy_from_user_task(frame, sizeof(frame), (const void *)fp, t, 0))
+			break;
+		if (!frame[1] || frame[0] <= fp)
+			break;
+		if (n >= FX_OFFCPU_MAX_IPS)
+			break;
+		e->uips[n++] = frame[1];
+		fp = frame[0];
+	}
+	return n * 8;
+}
+
+/* Each user thread not on a CPU when the program was attached is waiting:
+ * its wait is drawn as it stands (p = 1), from now, with its stacks. */
+SEC("iter.s/task")
+int fx_seed(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	struct fx_offcpu_bpf_stats *st;
+	const struct fx_offcpu_settings *cfg;
+	struct fx_offcpu_start *e;
+	struct pt_regs *regs;
+	struct slot *sl;
+	struct wait *w;
+	unsigned int state;
+	__u32 zero = 0, tgid, tag = ~0u, *seed, slot, kind;
+	__u64 now;
+	long n;
+
+	if (!t || t->flags & (PF_KTHREAD | PF_EXITING) || t->on_cpu)
+		return 0;
+	cfg = bpf_map_lookup_elem(&settings, &zero);
+	st = bpf_map_lookup_elem(&stats, &zero);
+	tgid = (__u32)t->tgid;
+	if (!cfg || !st || !tgid || tgid == cfg->self_pid)
+		return 0;
+	if (!cfg->seed_all) {
+		__u32 tid = (__u32)t->pid;
+
+		seed = bpf_map_lookup_elem(&seeds, &tid);
+		if (!seed)
+			return 0;
+		tag = *seed;
+	}
+	state = task_state(t);
+	if (state & TASK_DEAD)
+		return 0;
+	if (!(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
+		kind = FX_OFFCPU_RUNNABLE;
+	else if (state & TASK_UNINTERRUPTIBLE)
+		kind = FX_OFFCPU_DISK;
+	else
+		kind = FX_OFFCPU_SLEEP;
+	sl = slot_of(t);
+	w = bpf_task_storage_get(&waits, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!sl || !w || w->t_out)
+		return 0; /* a switch out was seen first */
+	slot = cfg->seed_slot;
+	e = bpf_map_lookup_elem(&scratch, &slot);
+	if (!e)
+		return 0;
+	now = bpf_ktime_get_ns();
+	e->kind = FX_OFFCPU_START;
+	e->pid = tgid;
+	e->tid = (__u32)t->pid;
+	e->cpu = bpf_get_smp_processor_id();
+	e->t_out = now;
+	e->state = kind;
+	e->tag = tag;
+	e->p = P_ONE;
+	e->q = 0;
+	e->flags = FX_OFFCPU_SEEDED | FX_OFFCPU_UNSTACKED;
+	e->kstack_bytes = 0;
+	e->uips_bytes = 0;
+	e->stack_bytes = 0;
+	if (cfg->seed_stacks) {
+		struct fx_offcpu_settings *set = (struct fx_offcpu_settings *)cfg;
+
+		__sync_fetch_and_add(&set->seed_stacks, -1);
+		e->q = P_ONE;
+		e->flags = FX_OFFCPU_SEEDED;
+		if (cfg->kernel) {
+			n = bpf_get_task_stack(t, e->kstack, sizeof(e->kstack), 0);
+			e->kstack_bytes = n > 0 ? (__u32)n : 0;
+		}
+		regs = (struct pt_regs *)bpf_task_pt_regs(t);
+		if (regs) {
+			fill_regs(e, regs);
+			if (cfg->stack_bytes)
+				e->stack_bytes =
+					copy_task_stack(e, t, e->regs[7], cfg->stack_bytes);
+			e->uips_bytes = walk_task_fp(e, t, e->regs[8], e->regs[6]);
+		}
+	}
+	/* Counted pending before its t_out is set: a switch in racing the
+	 * iterator then closes it (its START seeded stands alone, and the
+	 * agent drops it at the thread's next). */
+	__sync_fetch_and_add(&sl->pending, 1);
+	w->switches = t->nvcsw + t->nivcsw;
+	w->t_wake = 0;
+	w->p = P_ONE;
+	w->tag = tag;
+	w->state = kind;
+	w->how = NOT_WRITTEN;
+	w->t_out = now;
+	w->how = emit_start(e, st);
+	if (w->how == LOST)
+		return 0;
+	st->seeded++;
+	/* a byte a seeded thread: the loader reads a few at a time, and
+	 * drains the ring between */
+	bpf_seq_write(ctx->meta->seq, &zero, 1);
 	return 0;
 }
 

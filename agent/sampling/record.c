@@ -162,7 +162,7 @@ int fx_record_offcpu(const struct fx_record_fmt *fmt, const struct perf_event_he
 {
 	struct fx_record_offcpu o;
 	const struct perf_event_header *inner;
-	uint32_t pad;
+	uint32_t flags, pad;
 	struct cur c;
 	int ret;
 
@@ -171,9 +171,11 @@ int fx_record_offcpu(const struct fx_record_fmt *fmt, const struct perf_event_he
 	memset(&o, 0, sizeof(o));
 	cur_init(&c, h);
 	u32x2(&c, &o.state, &o.tag);
-	u32x2(&c, &o.p, &pad);
-	if (!o.p || o.p > FX_RECORD_OFFCPU_P1)
+	u32x2(&c, &o.p, &o.q);
+	u32x2(&c, &flags, &pad);
+	if (c.bad || !o.p || o.p > FX_RECORD_OFFCPU_P1 || o.q > FX_RECORD_OFFCPU_P1)
 		return -EINVAL;
+	o.seeded = flags & FX_RECORD_OFFCPU_SEEDED;
 	inner = take(&c, sizeof(*inner));
 	if (!inner || inner->size < sizeof(*inner) ||
 	    inner->size > (size_t)(c.end - (const uint8_t *)inner))
@@ -196,9 +198,10 @@ int fx_record_offcpu_end(const struct perf_event_header *h, struct fx_record_off
 	u32x2(&c, &e.pid, &e.tid);
 	e.t_out = u64(&c);
 	e.t_in = u64(&c);
+	e.t_wake = u64(&c);
 	e.weight_ns = u64(&c);
 	u32x2(&c, &e.state, &e.tag);
-	if (c.bad || e.t_in < e.t_out)
+	if (c.bad || e.t_in < e.t_out || (e.t_wake && (e.t_wake < e.t_out || e.t_wake > e.t_in)))
 		return -EINVAL;
 	*out = e;
 	return 0;

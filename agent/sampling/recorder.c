@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 
 #include "fxagent/hash.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/util.h"
 
 void fx_recorder_init(struct fx_recorder *r, const struct fx_recorder_opts *opts,
@@ -27,7 +28,7 @@ void fx_recorder_release(struct fx_recorder *r)
 		free(r->waits[i].frames);
 	free(r->waits);
 	r->waits = NULL;
-	r->nwaits = r->waits_cap = 0;
+	r->nwaits = r->waits_cap = r->nwaits_stacked = 0;
 	fx_hashtab_free(&r->wait_index);
 }
 
@@ -49,8 +50,8 @@ void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *
 }
 
 /* Adds a CPU sample (@wait_ns 0) or an off-CPU wait of weight @wait_ns
- * with call path @frames to @w. */
-static void add_sample(struct fx_window *w, uint64_t time, uint32_t pid, uint32_t tid,
+ * with call path @frames to @w. Returns whether it was added. */
+static bool add_sample(struct fx_window *w, uint64_t time, uint32_t pid, uint32_t tid,
 		       const struct fx_window_frame *frames, size_t n, bool truncated,
 		       uint64_t wait_ns)
 {
@@ -61,12 +62,11 @@ static void add_sample(struct fx_window *w, uint64_t time, uint32_t pid, uint32_
 	stack = fx_window_intern_stack(w, frames, n);
 	if (stack == FX_NONE && n) {
 		w->counters.dropped_stacks++;
-		return;
+		return false;
 	}
 	if (wait_ns)
-		fx_window_add_wait(w, time, pid, tid, stack, wait_ns);
-	else
-		fx_window_add_sample(w, time, pid, tid, stack);
+		return fx_window_add_wait(w, time, pid, tid, stack, wait_ns) == 0;
+	return fx_window_add_sample(w, time, pid, tid, stack) == 0;
 }
 
 /* The routes of sample @s, after the checks every sample passes: 0 when it
@@ -152,6 +152,8 @@ static void wait_remove(struct fx_recorder *r, uint32_t i)
 	uint32_t last = (uint32_t)r->nwaits - 1;
 
 	free(r->waits[i].frames);
+	if (r->waits[i].n)
+		r->nwaits_stacked--;
 	fx_hashtab_remove(&r->wait_index, wait_hash(r->waits[i].tid), i, wait_hash_at, r);
 	if (i != last) {
 		r->waits[i] = r->waits[last];
@@ -160,8 +162,8 @@ static void wait_remove(struct fx_recorder *r, uint32_t i)
 	r->nwaits--;
 }
 
-/* A sampled wait began: its stacks are unwound now, while the process's
- * mappings are those it waits in, and held until it ends. */
+/* A drawn wait began: its stacks, if it has them, are unwound now, while
+ * the process's mappings are those it waits in, and held until it ends. */
 static void on_wait_start(struct fx_recorder *r, const struct perf_event_header *h)
 {
 	struct fx_record_offcpu o;
@@ -170,6 +172,7 @@ static void on_wait_start(struct fx_recorder *r, const struct perf_event_header 
 	const struct fx_proc *proc = NULL;
 	uint32_t found;
 	size_t pos;
+	bool stacked;
 
 	if (fx_record_offcpu(r->fmt, h, &o) < 0) {
 		r->counters.bad_records++;
@@ -178,23 +181,25 @@ static void on_wait_start(struct fx_recorder *r, const struct perf_event_header 
 	if (!wanted(r, o.s.pid))
 		return;
 	if (fx_hashtab_reserve(&r->wait_index, r->nwaits + 1, wait_hash_at, r) < 0)
-		goto drop;
+		goto lost;
 	pos = fx_hashtab_probe(&r->wait_index, wait_hash(o.s.tid), wait_eq, r, &o.s.tid);
 	found = fx_hashtab_at(&r->wait_index, pos);
 	if (found != FX_HASHTAB_NONE) {
-		/* its end was lost: the older start goes */
-		r->counters.waits_dropped++;
+		/* Its end was lost: the older start goes. A seeded one may have
+		 * ended unseen as it was seeded (the iterator raced its switch
+		 * in): it is no loss, and it ended then. */
+		if (!r->waits[found].seeded)
+			r->counters.waits_lost++;
 		wait_remove(r, found);
 		pos = fx_hashtab_probe(&r->wait_index, wait_hash(o.s.tid), wait_eq, r, &o.s.tid);
 	}
-	if (r->nwaits >= FX_RECORDER_MAX_WAITS ||
+	if (r->nwaits >= FX_RECORDER_MAX_TIMED ||
 	    fx_grow(&r->waits, &r->waits_cap, r->nwaits + 1, sizeof(*r->waits)) < 0)
-		goto drop;
+		goto lost;
 	proc = fx_procs_get(r->procs, o.s.pid);
 	fx_procs_thread(r->procs, o.s.pid, o.s.tid);
-	fx_unwind_sample(r->unwinder, proc, &o.s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
-	/* The innermost frame says why it waits. */
-	r->frames[res.n] = (struct fx_window_frame){ .object = FX_OBJ_OFFCPU, .addr = o.state };
+	/* Past the bound of those held with frames, it is timed only. */
+	stacked = o.q && r->nwaits_stacked < FX_RECORDER_MAX_WAITS;
 	w = &r->waits[r->nwaits];
 	*w = (struct fx_recorder_wait){ .pid = o.s.pid,
 					.tid = o.s.tid,
@@ -203,32 +208,55 @@ static void on_wait_start(struct fx_recorder *r, const struct perf_event_header 
 					.state = o.state,
 					.tag = o.tag,
 					.p = o.p,
-					.truncated = res.truncated,
-					.n = (uint32_t)res.n + 1 };
-	w->frames = malloc(w->n * sizeof(*w->frames));
-	if (!w->frames)
-		goto drop;
-	memcpy(w->frames, r->frames, w->n * sizeof(*w->frames));
+					.q = stacked ? o.q : 0,
+					.seeded = o.seeded };
+	if (stacked) {
+		fx_unwind_sample(r->unwinder, proc, &o.s, r->frames, FX_UNWIND_MAX_FRAMES, &res);
+		/* The innermost frame says why it waits. */
+		r->frames[res.n] =
+			(struct fx_window_frame){ .object = FX_OBJ_OFFCPU, .addr = o.state };
+		w->frames = malloc((res.n + 1) * sizeof(*w->frames));
+		if (w->frames) {
+			memcpy(w->frames, r->frames, (res.n + 1) * sizeof(*w->frames));
+			w->n = (uint32_t)res.n + 1;
+			w->truncated = res.truncated;
+			r->nwaits_stacked++;
+		} else {
+			w->q = 0;
+		}
+	}
 	fx_hashtab_put(&r->wait_index, pos, (uint32_t)r->nwaits);
 	r->nwaits++;
 	return;
-drop:
-	r->counters.waits_dropped++;
+lost:
+	r->counters.waits_lost++;
 }
 
-/* Adds the part of pending wait @w from w->from to @until, weighted by its
- * probability, at time @at. */
-static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t until, uint64_t at)
+/* Adds the part of pending wait @w from w->from to @until at time @at:
+ * before @t_wake (0: not woken) in its own state, after it on a run queue.
+ * Each part's time is its length over the timing probability; a wait with
+ * stacks is added on them weighted by the stacks' probability too, and the
+ * window scales those to the times (fx_window_fold_waits()). */
+static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t until, uint64_t at,
+		     uint64_t t_wake)
 {
 	struct fx_record_sample s;
 	struct fx_window *routes[FX_RECORDER_MAX_ROUTES];
 	const struct fx_proc *proc;
-	uint64_t weight;
-	size_t nroutes;
+	struct wait_part {
+		uint64_t from, to;
+		uint32_t state;
+	} part[2];
+	size_t nroutes, nparts = 0;
 
 	if (until <= w->from)
 		return;
-	weight = (until - w->from) * FX_RECORD_OFFCPU_P1 / w->p;
+	if (t_wake > w->from && t_wake < until && w->state != FX_OFFCPU_STATE_RUNNABLE) {
+		part[nparts++] = (struct wait_part){ w->from, t_wake, w->state };
+		part[nparts++] = (struct wait_part){ t_wake, until, FX_OFFCPU_STATE_WOKEN };
+	} else {
+		part[nparts++] = (struct wait_part){ w->from, until, w->state };
+	}
 	w->from = until;
 	memset(&s, 0, sizeof(s));
 	s.pid = w->pid;
@@ -236,8 +264,28 @@ static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t
 	s.time = at;
 	s.id = FX_RECORD_OFFCPU_ID | w->tag;
 	nroutes = route(r, &s, &proc, routes);
-	for (size_t k = 0; k < nroutes; k++)
-		add_sample(routes[k], at, w->pid, w->tid, w->frames, w->n, w->truncated, weight);
+	for (size_t i = 0; i < nparts; i++) {
+		uint64_t exact = (part[i].to - part[i].from) * FX_RECORD_OFFCPU_P1 / w->p;
+		uint64_t shown =
+			!w->q ? 0
+			: w->q == FX_RECORD_OFFCPU_P1
+				? exact
+				: (uint64_t)((unsigned __int128)exact * FX_RECORD_OFFCPU_P1 / w->q);
+
+		if (!exact)
+			continue;
+		if (w->n)
+			w->frames[w->n - 1].addr = part[i].state;
+		for (size_t k = 0; k < nroutes; k++) {
+			bool added = shown && add_sample(routes[k], at, w->pid, w->tid, w->frames,
+							 w->n, w->truncated, shown);
+
+			fx_window_count_wait(routes[k], at, w->pid, w->tid, part[i].state, exact,
+					     added ? shown : 0);
+		}
+	}
+	if (w->n)
+		w->frames[w->n - 1].addr = w->state;
 }
 
 static void on_wait_end(struct fx_recorder *r, const struct perf_event_header *h)
@@ -253,18 +301,20 @@ static void on_wait_end(struct fx_recorder *r, const struct perf_event_header *h
 		r->sink.before_sample(r->sink.ctx, e.t_in);
 	i = find_wait(r, e.tid);
 	if (i == FX_HASHTAB_NONE || r->waits[i].t_out != e.t_out) {
-		if (wanted(r, e.pid))
+		if (wanted(r, e.pid)) {
 			r->counters.waits_unpaired++;
+			r->counters.waits_lost_ns += e.weight_ns;
+		}
 		return;
 	}
-	add_wait(r, &r->waits[i], e.t_in, e.t_in);
+	add_wait(r, &r->waits[i], e.t_in, e.t_in, e.t_wake);
 	wait_remove(r, i);
 }
 
 void fx_recorder_cut_waits(struct fx_recorder *r, uint64_t end_ns)
 {
 	for (size_t i = 0; i < r->nwaits; i++)
-		add_wait(r, &r->waits[i], end_ns, end_ns ? end_ns - 1 : 0);
+		add_wait(r, &r->waits[i], end_ns, end_ns ? end_ns - 1 : 0, 0);
 }
 
 static void on_mmap2(struct fx_recorder *r, const struct perf_event_header *h)

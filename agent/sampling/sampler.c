@@ -561,6 +561,8 @@ int fx_sampler_add_cgroup(struct fx_sampler *s, int cgroup_fd, uint32_t tag, boo
 		    fx_offcpu_add_cgroup(s->offcpu, (uint64_t)st.st_ino, tag) < 0)
 			fx_log(FX_LOG_WARN, "off-CPU waits of a cgroup are not recorded: %s",
 			       strerror(errno));
+		else
+			fx_offcpu_seed_cgroup(s->offcpu, cgroup_fd, tag);
 	}
 	return 0;
 }

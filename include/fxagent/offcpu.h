@@ -2,13 +2,16 @@
 /* offcpu: where threads wait, from a BPF program on the scheduler.
  *
  * A program on the sched_switch tracepoint (agent/sampling/offcpu.bpf.c,
- * loaded with libbpf) samples waits of the watched threads as they begin,
+ * loaded with libbpf) draws waits of the watched threads as they begin,
  * with a probability from each thread's mean wait (mean / min_block, at most
- * 1) and within a budget of sampled waits per second per CPU; a sampled
- * wait's weight is its length over its probability, so weights sum to an
- * unbiased estimate of off-CPU time. At the start it copies the thread's
+ * 1); a drawn wait's weight is its length over its probability, so weights
+ * sum to an unbiased estimate of off-CPU time. Every drawn wait is timed;
+ * within a budget a second per CPU its start also copies the thread's
  * kernel stack and its user registers and stack (or its frame-pointer
- * callchain); at the end it gives the length. This module turns them into
+ * callchain), and past it a random share of them (offcpu_draw.h). A wait's
+ * end gives its length, and when it was woken (sched_wakeup). The waits in
+ * progress when the program is attached are seeded by a task iterator,
+ * with their stacks, from then. This module turns them into
  * FX_RECORD_OFFCPU and FX_RECORD_OFFCPU_END records (record.h) of the
  * sampler's format, for the same unwinder as CPU samples; the sampler
  * merges them with its records in time order (fx_sampler_set_offcpu()).
@@ -30,6 +33,7 @@ enum fx_offcpu_state_kind {
 	FX_OFFCPU_STATE_SLEEP = 1,    /* interruptible: a lock, a read, a sleep */
 	FX_OFFCPU_STATE_DISK = 2,     /* uninterruptible: mostly disk I/O */
 	FX_OFFCPU_STATE_RUNNABLE = 3, /* preempted or yielded: waiting for a CPU */
+	FX_OFFCPU_STATE_WOKEN = 4,    /* woken, waiting for a CPU (run-queue delay) */
 };
 
 struct fx_offcpu_opts {
@@ -45,22 +49,24 @@ struct fx_offcpu_opts {
 	unsigned cpus; /* for the ring's size: CPUs sampled */
 };
 
+/* Since the program was loaded. "Waits" are off-CPU waits, never
+ * samples (those are the CPU's). */
 struct fx_offcpu_stats {
-	uint64_t waits;	       /* waits begun, sampled or not */
-	uint64_t wait_ns;      /* the measured time of those drawn */
-	uint64_t events;       /* sampled waits written */
-	uint64_t events_ns;    /* their weights */
-	uint64_t budget_drops; /* sampled waits the budget refused */
-	uint64_t budget_ns;    /* their weights */
-	uint64_t ring_drops;   /* sampled waits lost for room (ring, queue) */
-	uint64_t ring_ns;      /* their weights */
+	uint64_t waits;	       /* waits begun by watched threads, drawn or not */
+	uint64_t drawn;	       /* of them timed: stacked + unstacked + lost */
+	uint64_t wait_ns;      /* the measured time of the drawn that ended */
+	uint64_t stacked;      /* drawn waits written with their stacks */
+	uint64_t unstacked;    /* written without (over the budget): timed only */
+	uint64_t lost;	       /* drawn waits lost for room (ring, queue) */
+	uint64_t lost_ns;      /* their weights, where known */
+	uint64_t seeded;       /* waits in progress at attach, counted from then */
 	uint64_t stack_faults; /* waits whose user stack could not be read */
 	uint64_t bad;	       /* events that did not decode */
 	size_t ring_bytes;     /* the ring's size */
 };
 
 /* The name for @state: "sleeping", "uninterruptible (I/O)", "runnable
- * (preempted)", or "off-CPU". */
+ * (preempted)", "runnable (woken)", or "off-CPU". */
 const char *fx_offcpu_state_name(uint32_t state);
 
 struct fx_offcpu;
@@ -77,6 +83,10 @@ void fx_offcpu_free(struct fx_offcpu *o);
 /* Watches the cgroup v2 of id @cgroup_id (its inode number) and those below
  * it; waits there carry @tag. Returns 0 or -errno. */
 int fx_offcpu_add_cgroup(struct fx_offcpu *o, uint64_t cgroup_id, uint32_t tag);
+/* Seeds the threads of the cgroup open at @cgroup_fd and below (a target
+ * added with fx_offcpu_add_cgroup()): those waiting when the program is
+ * attached, or now if it is, are counted from then. */
+void fx_offcpu_seed_cgroup(struct fx_offcpu *o, int cgroup_fd, uint32_t tag);
 /* Stops watching the cgroups added with @tag. */
 void fx_offcpu_remove_cgroup(struct fx_offcpu *o, uint32_t tag);
 

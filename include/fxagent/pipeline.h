@@ -76,14 +76,18 @@ struct fx_pipeline_stats {
 	uint64_t rotation_ns_max, rotation_ns_sum;
 	uint64_t rotation_cpu_ns_max, rotation_cpu_ns_sum;
 	/* Off-CPU waits (offcpu.h), when on: the program's counters, and the
-	 * sampled waits the recorder dropped (a start replaced, or over its
-	 * bound) and the ends it found no start for. */
+	 * waits the recorder lost (a start replaced, or over its bound) and
+	 * the ends it found no start for. */
 	bool off_cpu;
 	struct fx_offcpu_stats offcpu;
-	uint64_t waits_dropped, waits_unpaired;
+	uint64_t waits_lost, waits_unpaired;
+	/* The windows' off-CPU counters summed (window.h), as written in the
+	 * chunks: what --once says */
+	uint64_t waits, wait_us, waits_unstacked, waits_unstacked_us, waits_lost_shown,
+		waits_lost_us;
 	/* The last chunk written (read them after fx_pipeline_finish). */
 	char last_path[PATH_MAX];
-	uint64_t last_samples, last_threads, last_bytes;
+	uint64_t last_samples, last_waits, last_threads, last_bytes;
 	size_t last_frames, last_stacks, last_objects;
 };
 

@@ -59,6 +59,7 @@ struct fx_profile_thread {
 enum fx_marker_type {
 	FX_MARKER_RECORDING, /* the recording window: interval, with wallclock text */
 	FX_MARKER_LOST,	     /* lost samples: instant, with count */
+	FX_MARKER_OFFCPU,    /* the window's off-CPU waits: interval, with waits */
 };
 
 struct fx_profile_marker {
@@ -74,6 +75,10 @@ struct fx_profile_marker {
 	/* FX_MARKER_LOST: ms the record's own time lay before (< 0) or after
 	 * (> 0) the window it is counted in; 0 inside. */
 	double outside_ms;
+	/* FX_MARKER_OFFCPU: the waits shown and their time; of them those
+	 * timed without their stacks (over the budget); the waits lost */
+	int64_t waits, unstacked, waits_lost;
+	double wait_ms, unstacked_ms, lost_ms;
 };
 
 struct fx_profile_kv {
@@ -103,12 +108,13 @@ struct fx_profile_meta {
 	size_t nlabels;
 	uint64_t samples, lost, truncated;
 	uint64_t dropped; /* samples left out: their stack was over window.max_stacks */
-	/* Off-CPU waits (offcpu.h), written as meta.fxagent.offCpu when on:
-	 * waits shown and the milliseconds they stand for, and sampled waits not
-	 * shown (over the budget, out of room) with theirs. */
+	/* Off-CPU waits (offcpu.h), written as meta.fxagent.offCpu when on
+	 * (window.h's counters): waits shown and the milliseconds they stand
+	 * for; of them those timed without their stacks, and theirs; waits
+	 * lost (out of room), and theirs. */
 	bool off_cpu;
-	uint64_t waits, waits_dropped;
-	double wait_ms, waits_dropped_ms;
+	uint64_t waits, waits_unstacked, waits_lost;
+	double wait_ms, waits_unstacked_ms, waits_lost_ms;
 };
 
 struct fx_profile_input {
@@ -145,6 +151,7 @@ struct fx_profile_stats {
 #define FX_SCHEMA_RECORDING "FxRecording"
 #define FX_SCHEMA_LOST	    "FxLostSamples"
 #define FX_SCHEMA_GAP	    "FxGap"
+#define FX_SCHEMA_OFFCPU    "FxOffCpu"
 
 /* For writers of other profiles (the view's merge): the keys of meta that
  * every profile fxagent writes holds, from "version" to "profilingEndTime"
@@ -188,5 +195,10 @@ int fx_profile_breakpad_id(const uint8_t *build_id, size_t len, char out[34]);
  * may be a hair short of it in floating point. A time outside the years 1970
  * to 9999 (another host's number, read by the view) shows as 1970. */
 void fx_profile_wallclock(double start_ms, double end_ms, char *buf, size_t size);
+
+/* What an FX_MARKER_OFFCPU marker says, in the words --once and the agent's
+ * log use too: "1204 waits (45.1 s); 884 of them (32.9 s) over the budget,
+ * without their own stacks ...; 12 lost (0.4 s)". */
+void fx_profile_offcpu_summary(const struct fx_profile_marker *m, char *buf, size_t size);
 
 #endif

@@ -77,10 +77,12 @@ struct fx_record_lost { /* LOST and LOST_SAMPLES */
 };
 
 /* Off-CPU waits (offcpu.h): not the kernel's records, the agent's own.
- * FX_RECORD_OFFCPU is a sampled wait's start: its state, the cgroup
- * target's tag and its probability (4 bytes each, and 4 of padding), then a whole
- * PERF_RECORD_SAMPLE of the sampler's format (header included) with the stacks it waits in, stamped
- * when it left the CPU. FX_RECORD_OFFCPU_END is the same wait's end, with its weight. */
+ * FX_RECORD_OFFCPU is a drawn wait's start: its state, the cgroup target's
+ * tag, its two probabilities and its flags (4 bytes each, and 4 of
+ * padding), then a whole PERF_RECORD_SAMPLE of the sampler's format (header
+ * included) with the stacks it waits in, stamped when it left the CPU.
+ * FX_RECORD_OFFCPU_END is the same wait's end: when it was woken, when it
+ * ran again, its weight. */
 #define FX_RECORD_OFFCPU     0x7f01
 #define FX_RECORD_OFFCPU_END 0x7f02
 /* In cgroup mode the inner sample's PERF_SAMPLE_IDENTIFIER is this bit and
@@ -90,14 +92,20 @@ struct fx_record_lost { /* LOST and LOST_SAMPLES */
 struct fx_record_offcpu {
 	uint32_t state; /* enum fx_offcpu_state_kind (offcpu.h) */
 	uint32_t tag;	/* the cgroup target's tag, or UINT32_MAX */
-	uint32_t p;	/* the probability it was sampled with, of FX_RECORD_OFFCPU_P1 */
+	uint32_t p;	/* the probability it was drawn with, of FX_RECORD_OFFCPU_P1 */
+	/* ... and its stacks copied with; 0: none were (over the budget): the
+	 * wait is timed only, s has no callchain and no stack */
+	uint32_t q;
+	bool seeded; /* waiting when recording began: s.time is then */
 	struct fx_record_sample s;
 };
-#define FX_RECORD_OFFCPU_P1 65536
+#define FX_RECORD_OFFCPU_P1	65536
+#define FX_RECORD_OFFCPU_SEEDED 2u /* the flag's bit: offcpu_int.h's */
 
 struct fx_record_offcpu_end {
 	uint32_t pid, tid;
 	uint64_t t_out, t_in; /* CLOCK_MONOTONIC ns: the wait */
+	uint64_t t_wake;      /* woken then, on a run queue until t_in; 0: not seen */
 	uint64_t weight_ns;   /* the off-CPU time it stands for */
 	uint32_t state, tag;
 };

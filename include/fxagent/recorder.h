@@ -49,16 +49,20 @@ struct fx_recorder_sink {
 
 #define FX_RECORDER_MAX_ROUTES 64
 /* Off-CPU waits whose start was seen and whose end was not: each holds its
- * unwound frames (the stack was copied when it began). Past this many, a
- * new start is dropped and counted. */
+ * unwound frames (the stack was copied when it began), unless it was timed
+ * without. Past FX_RECORDER_MAX_WAITS with frames, a new start keeps only
+ * its time; past FX_RECORDER_MAX_TIMED in all, it is lost and counted. */
 #define FX_RECORDER_MAX_WAITS 4096
+#define FX_RECORDER_MAX_TIMED 65536
 
 struct fx_recorder_wait {
 	uint32_t pid, tid;
 	uint64_t t_out;
 	uint64_t from; /* counted up to here: t_out, or the last window's end */
 	uint32_t state, tag;
-	uint32_t p; /* of FX_RECORD_OFFCPU_P1 */
+	uint32_t p;  /* of FX_RECORD_OFFCPU_P1 */
+	uint32_t q;  /* its stacks' probability; 0: none (n is 0) */
+	bool seeded; /* in progress at attach (FX_RECORD_OFFCPU_SEEDED) */
 	bool truncated;
 	uint32_t n;
 	struct fx_window_frame *frames; /* n, outermost first, then the state's */
@@ -69,10 +73,12 @@ struct fx_recorder_counters {
 	uint64_t filtered;    /* samples of processes not asked for */
 	uint64_t idle;	      /* samples of the idle task left out (include_idle) */
 	uint64_t lost_events; /* LOST / LOST_SAMPLES records */
-	/* off-CPU waits: starts dropped at FX_RECORDER_MAX_WAITS or replaced
-	 * by a later start of their thread, ends without their start */
-	uint64_t waits_dropped;
+	/* off-CPU waits: starts lost at FX_RECORDER_MAX_TIMED or replaced by
+	 * a later start of their thread (their end was lost), ends without
+	 * their start (counted, without a stack, from their end alone) */
+	uint64_t waits_lost;
 	uint64_t waits_unpaired;
+	uint64_t waits_lost_ns; /* the unpaired ends' weights */
 };
 
 struct fx_recorder {
@@ -88,6 +94,7 @@ struct fx_recorder {
 	struct fx_window_frame frames[FX_UNWIND_MAX_FRAMES + 1];
 	struct fx_recorder_wait *waits; /* pending, indexed by tid */
 	size_t nwaits, waits_cap;
+	size_t nwaits_stacked; /* of them with frames */
 	struct fx_hashtab wait_index;
 };
 

@@ -23,8 +23,11 @@
 #define FX_OBJ_KERNEL  (UINT32_MAX - 1) /* addr is a kernel address */
 #define FX_OBJ_UNKNOWN (UINT32_MAX - 2) /* addr is a user address in no known mapping */
 /* addr is the state of an off-CPU wait (offcpu.h): the innermost frame of
- * its stack, "[off-CPU: sleeping]" */
-#define FX_OBJ_OFFCPU (UINT32_MAX - 3)
+ * its stack, "[off-CPU: sleeping]"; or FX_OFFCPU_NO_STACK: the outermost
+ * frame of the time of waits timed without their stacks, where none of
+ * their thread's in that state had one */
+#define FX_OBJ_OFFCPU	   (UINT32_MAX - 3)
+#define FX_OFFCPU_NO_STACK 0
 
 struct fx_window_frame {
 	uint32_t object; /* object id (see procs.h), or FX_OBJ_KERNEL / FX_OBJ_UNKNOWN */
@@ -52,12 +55,31 @@ struct fx_window_counters {
 	uint64_t lost;		 /* samples the kernel reported lost */
 	uint64_t dropped_stacks; /* samples whose stack did not fit under max_stacks */
 	uint64_t truncated;	 /* samples whose stack was cut short */
-	uint64_t waits;		 /* off-CPU waits added (of the samples) */
-	uint64_t wait_us;	 /* their weights */
-	/* sampled waits not shown: over the budget or out of room, with
-	 * their weights (offcpu.h), as the agent learnt of them in this window */
-	uint64_t waits_dropped;
-	uint64_t waits_dropped_us;
+	/* Off-CPU waits (never "samples"): each wait's part in this window
+	 * counts once. waits: those shown, on their own stack or on the
+	 * others' (below); wait_us: the time shown in all, after
+	 * fx_window_fold_waits() */
+	uint64_t waits;
+	uint64_t wait_us;
+	/* of them, timed without their stacks (over the budget): their time
+	 * is shown on their thread's waits in the same state, which are
+	 * scaled up for it */
+	uint64_t waits_unstacked;
+	uint64_t waits_unstacked_us;
+	/* waits lost (no room in the ring or the agent's queue): not shown;
+	 * their time where known, as the agent learnt of them in this window */
+	uint64_t waits_lost;
+	uint64_t waits_lost_us;
+};
+
+/* The off-CPU time of one thread in one state in the window: that of all
+ * its drawn waits (exact_ns), and that of those shown on their own
+ * stacks, by the weights they were added with (shown_ns). */
+struct fx_window_waitsum {
+	uint32_t pid, tid, state;
+	uint64_t exact_ns;
+	uint64_t shown_ns;
+	uint64_t at_ns; /* the last wait's end: where a stackless one goes */
 };
 
 struct fx_window_path {
@@ -88,8 +110,11 @@ struct fx_window {
 
 	/* private */
 	size_t frames_cap, stacks_cap, samples_cap;
-	struct fx_hashtab frame_index; /* into frames */
-	struct fx_hashtab stack_index; /* into stacks */
+	struct fx_window_waitsum *waitsums;
+	size_t nwaitsums, waitsums_cap;
+	struct fx_hashtab waitsum_index; /* into waitsums, by (tid, state) */
+	struct fx_hashtab frame_index;	 /* into frames */
+	struct fx_hashtab stack_index;	 /* into stacks */
 	size_t max_stacks;
 	/* Whole call paths interned lately, by a hash of their frames: most
 	 * samples repeat one, and one check of its nodes costs less than
@@ -129,5 +154,20 @@ int fx_window_add_sample(struct fx_window *w, uint64_t time_ns, uint32_t pid, ui
  * (counted in microseconds, at most UINT32_MAX). Returns 0 or -ENOMEM. */
 int fx_window_add_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
 		       uint32_t stack, uint64_t weight_ns);
+
+/* Counts the part of a drawn wait of thread @tid in @state ending at
+ * @time_ns: @exact_ns of off-CPU time (its length over its timing
+ * probability), of which @shown_ns were added on its own stack with
+ * fx_window_add_wait() (0: it has none). Returns 0 or -ENOMEM. */
+int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
+			 uint32_t state, uint64_t exact_ns, uint64_t shown_ns);
+
+/* Once the window is complete: each thread's time in each state becomes
+ * that of all its drawn waits (fx_window_count_wait()). The waits shown on
+ * their own stacks are scaled by exact / shown (a wait over the budget was
+ * drawn at random, so the others' stacks stand for it), and a thread and
+ * state with none gets one wait of its time on the stack
+ * [FX_OFFCPU_NO_STACK, state]. Then wait_us is the time shown in all. */
+void fx_window_fold_waits(struct fx_window *w);
 
 #endif

@@ -570,8 +570,10 @@ static void test_off_cpu_track(void **state)
 	fx->in.meta.off_cpu = true;
 	fx->in.meta.waits = fx->w.counters.waits;
 	fx->in.meta.wait_ms = (double)fx->w.counters.wait_us / 1000.0;
-	fx->in.meta.waits_dropped = 3;
-	fx->in.meta.waits_dropped_ms = 12.5;
+	fx->in.meta.waits_unstacked = 1;
+	fx->in.meta.waits_unstacked_ms = 2.5;
+	fx->in.meta.waits_lost = 3;
+	fx->in.meta.waits_lost_ms = 12.5;
 	assert_int_equal(fx->w.counters.waits, 2);
 	assert_int_equal(fx->w.counters.wait_us, 2501);
 	p = write_profile(&fx->in, &m, &stats);
@@ -584,7 +586,8 @@ static void test_off_cpu_track(void **state)
 	assert_jq(p, JQ_DEFS "[.threads[1].samples.stack[] | path(.)]",
 		  "[\"main;write;entry_SYSCALL_64\",\"main;write;entry_SYSCALL_64\"]");
 	assert_jq(p, ".meta.fxagent.offCpu",
-		  "{\"waits\":2,\"ms\":2.501,\"dropped\":3,\"droppedMs\":12.5}");
+		  "{\"waits\":2,\"ms\":2.501,\"unstacked\":1,\"unstackedMs\":2.5,\"lost\":3,"
+		  "\"lostMs\":12.5}");
 	unlink(p);
 	free(p);
 	free(m.data);
