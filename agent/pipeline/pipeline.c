@@ -244,6 +244,71 @@ static void say_wait_episode(struct fx_pipeline *p, const struct totals *before)
 	memset(&p->episode, 0, sizeof(p->episode));
 }
 
+/* The watched threads' counters, as the open window's start. */
+static void tally_start(struct fx_pipeline *p)
+{
+	struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
+	const struct fx_offcpu_thread *cur;
+	ssize_t n = o ? fx_offcpu_tally(o, &cur) : 0;
+
+	p->ntally = 0;
+	if (n <= 0 || fx_grow(&p->tally, &p->tally_cap, (size_t)n, sizeof(*p->tally)) < 0)
+		return;
+	memcpy(p->tally, cur, (size_t)n * sizeof(*cur));
+	p->ntally = (size_t)n;
+}
+
+static int cmp_thread_tid(const void *key, const void *elem)
+{
+	uint32_t a = *(const uint32_t *)key, b = ((const struct fx_offcpu_thread *)elem)->tid;
+
+	return a < b ? -1 : a > b;
+}
+
+/* The kernel's times of the watched threads in the window that ends now,
+ * from their counters now and at its start (in p->times, by tid); and
+ * those counters become the next window's start. Returns how many. */
+static size_t tally_window(struct fx_pipeline *p)
+{
+	struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
+	const struct fx_offcpu_thread *cur;
+	ssize_t n = o ? fx_offcpu_tally(o, &cur) : 0;
+	size_t k = 0;
+
+	if (n <= 0 || fx_grow(&p->times, &p->times_cap, (size_t)n, sizeof(*p->times)) < 0) {
+		p->ntally = 0;
+		return 0;
+	}
+	for (size_t i = 0; i < (size_t)n; i++) {
+		const struct fx_offcpu_thread *c = &cur[i], *was;
+
+		was = bsearch(&c->tid, p->tally, p->ntally, sizeof(*p->tally), cmp_thread_tid);
+		if (was && was->start_ns == c->start_ns && c->at_ns >= was->at_ns &&
+		    c->on_ns >= was->on_ns && c->runq_ns >= was->runq_ns)
+			p->times[k++] = (struct fx_window_thread_time){
+				.tid = c->tid,
+				.alive_ns = c->at_ns - was->at_ns,
+				.on_ns = c->on_ns - was->on_ns,
+				.runq_ns = c->runq_ns - was->runq_ns,
+			};
+		else if (c->start_ns >= p->win_start && c->at_ns >= c->start_ns)
+			p->times[k++] = (struct fx_window_thread_time){
+				.tid = c->tid,
+				.alive_ns = c->at_ns - c->start_ns,
+				.on_ns = c->on_ns,
+				.runq_ns = c->runq_ns,
+			};
+		/* else: no counters from the window's start (a tally failed) */
+	}
+	if (fx_grow(&p->tally, &p->tally_cap, (size_t)n, sizeof(*p->tally)) == 0) {
+		memcpy(p->tally, cur, (size_t)n * sizeof(*cur));
+		p->ntally = (size_t)n;
+	} else {
+		p->ntally = 0;
+	}
+	return k;
+}
+
 static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 {
 	struct gen *g = p->g;
@@ -252,9 +317,12 @@ static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 
 	/* Threads still waiting show their wait so far in this window; each
 	 * thread's time in each state is that of all its drawn waits. */
+	size_t ntimes;
+
 	fx_recorder_cut_waits(&p->rec, end);
+	ntimes = tally_window(p);
 	for (size_t i = 0; i < g->nt; i++)
-		fx_window_fold_waits(g->t[i].win);
+		fx_window_fold_waits(g->t[i].win, p->times, ntimes);
 	count_wait_lost(p);
 	b = calloc(1, sizeof(*b) + g->nt * sizeof(struct job));
 
@@ -509,11 +577,15 @@ fail:
 int fx_pipeline_start(struct fx_pipeline *p)
 {
 	uint64_t wall = fx_now_ns(CLOCK_REALTIME), mono = fx_now_ns(CLOCK_MONOTONIC);
+	int ret;
 
 	p->wall_minus_mono = (int64_t)wall - (int64_t)mono;
 	p->win_start = mono;
 	p->win_end = window_end(p, mono);
-	return fx_sampler_enable(p->sampler);
+	ret = fx_sampler_enable(p->sampler);
+	if (ret == 0)
+		tally_start(p);
+	return ret;
 }
 
 static int read_rings(struct fx_pipeline *p, int timeout_ms)
@@ -627,6 +699,7 @@ int fx_pipeline_reconfigure(struct fx_pipeline *p, struct fx_config *cfg)
 		ret = fx_sampler_enable(p->sampler);
 	if (ret < 0)
 		return fx_log_errno(FX_LOG_ERR, -ret, "cannot sample with the reloaded config");
+	tally_start(p);
 	fx_log(FX_LOG_NOTICE, "reloaded config applied: %zu target%s, %u s windows%s", ng->nt,
 	       ng->nt == 1 ? "" : "s", cfg->window.seconds,
 	       reopen ? ", perf events opened again" : "");
@@ -726,5 +799,7 @@ void fx_pipeline_free(struct fx_pipeline *p)
 	pipe_targets_spares_free(p);
 	pthread_mutex_destroy(&p->gen_mu);
 	pthread_mutex_destroy(&p->spare_mu);
+	free(p->tally);
+	free(p->times);
 	free(p);
 }

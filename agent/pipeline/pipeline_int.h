@@ -136,6 +136,13 @@ struct fx_pipeline {
 	 * held: the log says an episode once, at its start and its end */
 	uint64_t episode_windows;
 	struct totals episode;
+	/* The watched threads' own counters at the open window's start
+	 * (fx_offcpu_tally()), by tid; and the kernel's times of the threads
+	 * in the window closing, for fx_window_fold_waits() */
+	struct fx_offcpu_thread *tally;
+	size_t ntally, tally_cap;
+	struct fx_window_thread_time *times;
+	size_t times_cap;
 	char mount[PATH_MAX]; /* cgroup v2 */
 	/* windows */
 	uint64_t win_start, win_end; /* CLOCK_MONOTONIC */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "fxagent/window.h"
 #include "fxagent/hash.h"
+#include "fxagent/offcpu.h"
 #include "fxagent/util.h"
 
 #include <assert.h>
@@ -389,10 +390,71 @@ static uint32_t stack_state(const struct fx_window *w, uint32_t stack)
 	return f->object == FX_OBJ_OFFCPU ? (uint32_t)f->addr : 0;
 }
 
-void fx_window_fold_waits(struct fx_window *w)
+/* Shares @target among the states @st[0..1] of thread @tid as their drawn
+ * waits share them; with none drawn, all of it to st[0]'s. */
+static int calibrate_class(struct fx_window *w, const struct fx_window_waitsum *any,
+			   const uint32_t st[2], uint64_t target)
+{
+	struct fx_window_waitsum *ws[2] = { find_waitsum(w, any->tid, st[0]),
+					    find_waitsum(w, any->tid, st[1]) };
+	uint64_t sum = (ws[0] ? ws[0]->exact_ns : 0) + (ws[1] ? ws[1]->exact_ns : 0);
+	uint64_t pid = any->pid, tid = any->tid, at = any->at_ns;
+
+	if (!sum) {
+		if (!target)
+			return 0;
+		/* counted as no wait of its own: the kernel's time alone */
+		if (fx_window_count_wait(w, at, (uint32_t)pid, (uint32_t)tid, st[0], 0, 0) < 0)
+			return -ENOMEM;
+		w->counters.waits--;
+		w->counters.waits_unstacked--;
+		ws[0] = find_waitsum(w, (uint32_t)tid, st[0]);
+		if (!ws[0])
+			return -ENOMEM;
+		ws[0]->exact_ns = target;
+		return 0;
+	}
+	for (int k = 0; k < 2; k++)
+		if (ws[k])
+			ws[k]->exact_ns =
+				(uint64_t)((unsigned __int128)ws[k]->exact_ns * target / sum);
+	return 0;
+}
+
+/* The kernel's times of the threads in @times in place of the drawn waits'
+ * estimates: exact, whatever was drawn. A thread none of whose waits was
+ * drawn in the window (not watched, or never waiting long) keeps none. */
+static void calibrate(struct fx_window *w, const struct fx_window_thread_time *times, size_t ntimes)
+{
+	static const uint32_t blocked[2] = { FX_OFFCPU_STATE_SLEEP, FX_OFFCPU_STATE_DISK };
+	static const uint32_t runq[2] = { FX_OFFCPU_STATE_RUNNABLE, FX_OFFCPU_STATE_WOKEN };
+
+	for (size_t i = 0; i < ntimes; i++) {
+		const struct fx_window_thread_time *t = &times[i];
+		const struct fx_window_waitsum *ws = NULL;
+		struct fx_window_waitsum one;
+		uint64_t busy = t->on_ns + t->runq_ns;
+
+		for (uint32_t st = FX_OFFCPU_STATE_SLEEP; st <= FX_OFFCPU_STATE_WOKEN && !ws; st++)
+			ws = find_waitsum(w, t->tid, st);
+		if (!ws)
+			continue;
+		one = *ws; /* the array may grow */
+		if (calibrate_class(w, &one, blocked, t->alive_ns > busy ? t->alive_ns - busy : 0) <
+			    0 ||
+		    calibrate_class(w, &one, runq, t->runq_ns) < 0)
+			return; /* out of memory: the estimates stay */
+	}
+}
+
+void fx_window_fold_waits(struct fx_window *w, const struct fx_window_thread_time *times,
+			  size_t ntimes)
 {
 	size_t nsamples = w->nsamples;
 	uint64_t total = 0;
+
+	if (times && ntimes)
+		calibrate(w, times, ntimes);
 
 	for (size_t i = 0; i < nsamples; i++) {
 		struct fx_window_sample *s = &w->samples[i];

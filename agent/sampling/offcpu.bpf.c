@@ -38,6 +38,14 @@
 #define PAGE		     4096
 #define P_ONE		     FX_OFFCPU_P1
 
+struct sched_entity {
+	__u64 sum_exec_runtime;
+} __attribute__((preserve_access_index));
+
+struct sched_info {
+	unsigned long long run_delay;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	unsigned int __state;
 	unsigned int flags;
@@ -45,6 +53,9 @@ struct task_struct {
 	int pid;
 	int tgid;
 	unsigned long nvcsw, nivcsw;
+	struct sched_entity se;
+	struct sched_info sched_info;
+	__u64 start_time;
 } __attribute__((preserve_access_index));
 
 struct seq_file;
@@ -668,6 +679,35 @@ int fx_seed(struct bpf_iter__task *ctx)
 	/* a byte a seeded thread: the loader reads a few at a time, and
 	 * drains the ring between */
 	bpf_seq_write(ctx->meta->seq, &zero, 1);
+	return 0;
+}
+
+/* Each watched user thread's own counters, for the agent to take the
+ * difference of at each window's end: exact times where the drawn waits
+ * only estimate them (window.h: fx_window_fold_waits()). */
+SEC("iter/task")
+int fx_tally(struct bpf_iter__task *ctx)
+{
+	struct task_struct *t = ctx->task;
+	const struct fx_offcpu_settings *cfg;
+	struct fx_offcpu_tally r;
+	__u32 zero = 0, tgid;
+
+	if (!t || t->flags & PF_KTHREAD)
+		return 0;
+	cfg = bpf_map_lookup_elem(&settings, &zero);
+	tgid = (__u32)t->tgid;
+	if (!cfg || !tgid || tgid == cfg->self_pid)
+		return 0;
+	if (cfg->filter == FX_OFFCPU_PIDS && !bpf_map_lookup_elem(&pids, &tgid))
+		return 0;
+	r.pid = tgid;
+	r.tid = (__u32)t->pid;
+	r.at_ns = bpf_ktime_get_ns();
+	r.start_ns = t->start_time;
+	r.on_ns = t->se.sum_exec_runtime;
+	r.runq_ns = t->sched_info.run_delay;
+	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
 	return 0;
 }
 

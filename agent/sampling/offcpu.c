@@ -48,7 +48,9 @@ struct fx_offcpu {
 	struct fx_offcpu_opts opts;
 	struct fx_record_fmt fmt;
 	struct bpf_object *obj;
-	struct bpf_program *prog, *wake_prog, *seed_prog;
+	struct bpf_program *prog, *wake_prog, *seed_prog, *tally_prog;
+	struct fx_offcpu_thread *tally; /* fx_offcpu_tally()'s */
+	size_t tally_cap;
 	struct bpf_link *link, *wake_link;
 	struct fx_offcpu_settings set; /* what the settings map holds */
 	int settings_fd, seeds_fd;
@@ -493,11 +495,14 @@ static int load(struct fx_offcpu *o, const struct fx_offcpu_opts *opts, bool see
 	o->prog = bpf_object__find_program_by_name(o->obj, "fx_switch");
 	o->wake_prog = bpf_object__find_program_by_name(o->obj, "fx_wakeup");
 	o->seed_prog = bpf_object__find_program_by_name(o->obj, "fx_seed");
-	if (!events || !settings || !scratch || !o->prog || !o->wake_prog || !o->seed_prog)
+	o->tally_prog = bpf_object__find_program_by_name(o->obj, "fx_tally");
+	if (!events || !settings || !scratch || !o->prog || !o->wake_prog || !o->seed_prog ||
+	    !o->tally_prog)
 		return fail(ENOENT, why, len, "the BPF object lacks its maps or programs");
 	if (!seed) {
 		bpf_program__set_autoload(o->seed_prog, false);
-		o->seed_prog = NULL;
+		bpf_program__set_autoload(o->tally_prog, false);
+		o->seed_prog = o->tally_prog = NULL;
 	}
 	o->ring_bytes = ring_size(opts);
 	bpf_map__set_max_entries(events, (uint32_t)o->ring_bytes);
@@ -607,6 +612,7 @@ void fx_offcpu_free(struct fx_offcpu *o)
 		free(o->q[i].rec);
 	free(o->q);
 	free(o->cgs);
+	free(o->tally);
 	free(o);
 }
 
@@ -720,4 +726,74 @@ void fx_offcpu_get_stats(const struct fx_offcpu *o, struct fx_offcpu_stats *out)
 		out->stack_faults += v[i].stack_faults;
 	}
 	free(v);
+}
+
+static int cmp_thread_tid(const void *a, const void *b)
+{
+	uint32_t x = ((const struct fx_offcpu_thread *)a)->tid;
+	uint32_t y = ((const struct fx_offcpu_thread *)b)->tid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Bounds one tally: a host's threads, at most (4 MiB of them). */
+#define TALLY_MAX (4u << 20) / sizeof(struct fx_offcpu_tally)
+
+ssize_t fx_offcpu_tally(struct fx_offcpu *o, const struct fx_offcpu_thread **out)
+{
+	struct fx_offcpu_tally rec[128];
+	struct bpf_link *l;
+	size_t n = 0, have = 0;
+	ssize_t got;
+	int fd, ret = 0;
+
+	if (!o->tally_prog)
+		return -EOPNOTSUPP;
+	l = bpf_program__attach_iter(o->tally_prog, NULL);
+	if (!l)
+		return -errno;
+	fd = bpf_iter_create(bpf_link__fd(l));
+	if (fd < 0) {
+		ret = -errno;
+		bpf_link__destroy(l);
+		return ret;
+	}
+	/* Whole records only: the iterator writes each at once, and a read
+	 * ends between them. */
+	for (;;) {
+		got = read(fd, (char *)rec + have, sizeof(rec) - have);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			ret = -errno;
+			break;
+		}
+		if (got == 0)
+			break;
+		have += (size_t)got;
+		for (size_t i = 0; i < have / sizeof(rec[0]) && n < TALLY_MAX; i++) {
+			if (fx_grow(&o->tally, &o->tally_cap, n + 1, sizeof(*o->tally)) < 0) {
+				ret = -ENOMEM;
+				break;
+			}
+			o->tally[n++] = (struct fx_offcpu_thread){ .pid = rec[i].pid,
+								   .tid = rec[i].tid,
+								   .at_ns = rec[i].at_ns,
+								   .start_ns = rec[i].start_ns,
+								   .on_ns = rec[i].on_ns,
+								   .runq_ns = rec[i].runq_ns };
+		}
+		if (ret < 0)
+			break;
+		memmove(rec, (char *)rec + have / sizeof(rec[0]) * sizeof(rec[0]),
+			have % sizeof(rec[0]));
+		have %= sizeof(rec[0]);
+	}
+	close(fd);
+	bpf_link__destroy(l);
+	if (ret < 0)
+		return ret;
+	qsort(o->tally, n, sizeof(*o->tally), cmp_thread_tid);
+	*out = o->tally;
+	return (ssize_t)n;
 }

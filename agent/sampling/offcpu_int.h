@@ -66,6 +66,15 @@ struct fx_offcpu_end {
 	__u32 state, tag;
 };
 
+/* A thread's counters, as the tally iterator writes them. */
+struct fx_offcpu_tally {
+	__u32 pid, tid;
+	__u64 at_ns;	/* CLOCK_MONOTONIC, when read */
+	__u64 start_ns; /* CLOCK_MONOTONIC, when it was created */
+	__u64 on_ns;	/* its time on a CPU (se.sum_exec_runtime) */
+	__u64 runq_ns;	/* on a run queue (sched_info.run_delay) */
+};
+
 /* What the loader sets, in the one entry of the settings map. */
 enum fx_offcpu_filter {
 	FX_OFFCPU_ALL = 0,    /* every user thread */

@@ -716,7 +716,7 @@ void fx_sampler_set_offcpu(struct fx_sampler *s, struct fx_offcpu *o)
 		s->pfd[s->nev] = (struct pollfd){ .fd = fx_offcpu_poll_fd(o), .events = POLLIN };
 }
 
-const struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s)
+struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s)
 {
 	return s->offcpu;
 }

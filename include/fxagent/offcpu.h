@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "fxagent/record.h"
 
@@ -107,5 +108,21 @@ const struct perf_event_header *fx_offcpu_peek(struct fx_offcpu *o, uint64_t cut
 void fx_offcpu_pop(struct fx_offcpu *o);
 
 void fx_offcpu_get_stats(const struct fx_offcpu *o, struct fx_offcpu_stats *out);
+
+/* A watched thread's own counters, read by the kernel (schedstat's). */
+struct fx_offcpu_thread {
+	uint32_t pid, tid;
+	uint64_t at_ns;	   /* CLOCK_MONOTONIC, when read */
+	uint64_t start_ns; /* CLOCK_MONOTONIC, when it was created */
+	uint64_t on_ns;	   /* its time on a CPU so far */
+	uint64_t runq_ns;  /* its time on a run queue so far */
+};
+
+/* Reads the counters of every watched user thread (in a cgroup target's
+ * mode: every user thread) with a task iterator, into *out sorted by tid
+ * (the object's buffer: good until the next call). Returns how many, or
+ * -errno (the kernel cannot run the iterator: the waits' estimates then
+ * stand alone). */
+ssize_t fx_offcpu_tally(struct fx_offcpu *o, const struct fx_offcpu_thread **out);
 
 #endif

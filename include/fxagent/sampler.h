@@ -114,8 +114,9 @@ struct fx_offcpu;
  * cgroups added (cgroup mode), and is freed with it. An @o that cannot be
  * enabled is freed, with a warning: CPU sampling goes on. */
 void fx_sampler_set_offcpu(struct fx_sampler *s, struct fx_offcpu *o);
-/* The off-CPU module taken, or NULL. */
-const struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s);
+/* The off-CPU module taken, or NULL; to read its counters and threads
+ * (fx_offcpu_tally()) from the sampler's thread. */
+struct fx_offcpu *fx_sampler_offcpu(const struct fx_sampler *s);
 
 /* Parses a CPU list like "0-3,5,7-8" into a bitmap of @max bits. Returns the
  * number of CPUs set, or -EINVAL. */

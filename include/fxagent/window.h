@@ -162,12 +162,24 @@ int fx_window_add_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint
 int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
 			 uint32_t state, uint64_t exact_ns, uint64_t shown_ns);
 
+/* A thread's times in the window by the kernel's own counters (offcpu.h:
+ * fx_offcpu_tally()): how long it lived in it, and of that how long it ran
+ * and how long it waited on a run queue; the rest it was blocked. */
+struct fx_window_thread_time {
+	uint32_t tid;
+	uint64_t alive_ns, on_ns, runq_ns;
+};
+
 /* Once the window is complete: each thread's time in each state becomes
- * that of all its drawn waits (fx_window_count_wait()). The waits shown on
- * their own stacks are scaled by exact / shown (a wait over the budget was
- * drawn at random, so the others' stacks stand for it), and a thread and
- * state with none gets one wait of its time on the stack
- * [FX_OFFCPU_NO_STACK, state]. Then wait_us is the time shown in all. */
-void fx_window_fold_waits(struct fx_window *w);
+ * that of all its drawn waits (fx_window_count_wait()), or, for a thread in
+ * @times (sorted by tid; NULL when there are none), its blocked and
+ * run-queue times by the kernel's counters, shared among its states as the
+ * drawn waits share them. The waits shown on their own stacks are scaled to
+ * those times (a wait over the budget was drawn at random, so the others'
+ * stacks stand for it), and a thread and state with none gets one wait of
+ * its time on the stack [FX_OFFCPU_NO_STACK, state]. Then wait_us is the
+ * time shown in all. A second call changes nothing. */
+void fx_window_fold_waits(struct fx_window *w, const struct fx_window_thread_time *times,
+			  size_t ntimes);
 
 #endif
