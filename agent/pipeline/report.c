@@ -369,8 +369,7 @@ static int symbolize(struct ctx *c, struct fx_report_stats *stats)
 				set_own(c, idx[k],
 					a == FX_OFFCPU_NO_STACK
 						? strings_add(&c->strs,
-							      "[stack not recorded: over the "
-							      "off-CPU budget]")
+							      "[waits without a recorded stack]")
 						: strings_add(&c->strs, "[off-CPU: %s]",
 							      fx_offcpu_state_name((uint32_t)a)),
 					0);

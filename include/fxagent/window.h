@@ -24,8 +24,9 @@
 #define FX_OBJ_UNKNOWN (UINT32_MAX - 2) /* addr is a user address in no known mapping */
 /* addr is the state of an off-CPU wait (offcpu.h): the innermost frame of
  * its stack, "[off-CPU: sleeping]"; or FX_OFFCPU_NO_STACK: the outermost
- * frame of the time of waits timed without their stacks, where none of
- * their thread's in that state had one */
+ * frame, "[waits without a recorded stack]", of a thread's time in a state
+ * none of whose waits in the window has a stack (over the budget, or none
+ * drawn: fx_window_fold_waits()) */
 #define FX_OBJ_OFFCPU	   (UINT32_MAX - 3)
 #define FX_OFFCPU_NO_STACK 0
 
