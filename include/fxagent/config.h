@@ -64,7 +64,7 @@ struct fx_config {
 			/* 0-1000 (0: every wait); default FX_MIN_BLOCK_INTERVAL
 			 * (below): fx_config_min_block_ns() */
 			unsigned min_block_ms;
-			unsigned budget; /* sampled waits per second per CPU, 1-100000;
+			unsigned budget; /* stack copies per second per CPU, 1-100000;
 					    default 250 */
 		} off_cpu;
 	} sampling;
