@@ -150,6 +150,7 @@ static void decode(const struct fx_record_fmt *fmt, const struct perf_event_head
 		FUZZ_CHECK(r == -EINVAL, "offcpu decoder took type %u", h->type);
 	if (r == 0) {
 		FUZZ_CHECK(o.p && o.p <= FX_RECORD_OFFCPU_P1, "probability %u", o.p);
+		FUZZ_CHECK(o.q <= FX_RECORD_OFFCPU_P1, "stacks' probability %u", o.q);
 		FUZZ_CHECK(o.s.nr == 0 || within(&rec, o.s.ips, o.s.nr * 8),
 			   "wait's callchain of %llu", (unsigned long long)o.s.nr);
 		FUZZ_CHECK(o.s.stack_size == 0 || within(&rec, o.s.stack, o.s.stack_size),
@@ -163,6 +164,8 @@ static void decode(const struct fx_record_fmt *fmt, const struct perf_event_head
 		FUZZ_CHECK(r == -EINVAL, "offcpu end decoder took type %u", h->type);
 	if (r == 0) {
 		FUZZ_CHECK(e.t_in >= e.t_out, "wait ends before it starts");
+		FUZZ_CHECK(!e.t_wake || (e.t_wake >= e.t_out && e.t_wake <= e.t_in),
+			   "woken outside the wait");
 		FUZZ_CHECK(fx_record_time(fmt, h) == e.t_in, "wait end's time differs");
 	}
 
