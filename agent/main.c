@@ -618,9 +618,10 @@ static void say_few_samples(const struct options *o, const struct fx_pipeline_st
 }
 
 /* The off-CPU waits: what the profile shows and leaves out, in the words
- * and numbers of its marker and meta.fxagent.offCpu; on stderr whenever
- * some had to go without their stacks or were lost. */
-static void say_waits(const struct options *o, const struct fx_pipeline_stats *ps)
+ * and numbers of its marker and meta.fxagent.offCpu; with @warn, on stderr
+ * whenever some had to go without their stacks or were lost (--once: the
+ * daemon's log says it per episode). */
+static void say_waits(const struct fx_config *cfg, const struct fx_pipeline_stats *ps, bool warn)
 {
 	struct fx_profile_marker m = { .waits = (int64_t)ps->waits,
 				       .wait_ms = (double)ps->wait_us / 1000,
@@ -631,10 +632,10 @@ static void say_waits(const struct options *o, const struct fx_pipeline_stats *p
 	char sum[512];
 
 	fx_profile_offcpu_summary(&m, sum, sizeof(sum));
-	if (m.unstacked || m.waits_lost)
+	if (warn && (m.unstacked || m.waits_lost))
 		fx_warn("off-CPU: %s (sampling.off_cpu.budget: %u a second per CPU; more shows "
 			"more of their own stacks)",
-			sum, o->cfg->sampling.off_cpu.budget);
+			sum, cfg->sampling.off_cpu.budget);
 	fx_info("stats: off-CPU: %s; the program: %" PRIu64 " waits begun, %" PRIu64
 		" drawn: %" PRIu64 " with stacks, %" PRIu64 " without, %" PRIu64 " lost; %" PRIu64
 		" in progress at the start; starts replaced %" PRIu64
@@ -672,7 +673,7 @@ static void print_stats(struct fx_pipeline *p, const struct options *o, uint64_t
 		       ps.off_cpu ? waits : "", ps.last_threads, ps.last_bytes);
 	say_few_samples(o, &ps, rec_ns);
 	if (ps.off_cpu)
-		say_waits(o, &ps);
+		say_waits(o->cfg, &ps, true);
 	fx_info("stats: recorded %.3f s, agent cpu while recording %.1f ms (%.3f%% of one cpu), "
 		"symbolize+write %.1f ms, %" PRIu64
 		" samples, %zu frames, %zu stacks, %zu objects, peak rss %.1f MiB",
@@ -1006,6 +1007,8 @@ int main(int argc, char **argv)
 				    : 0,
 			(double)ds->rotation_cpu_ns_max / 1000.0,
 			(double)fx_peak_rss_kib() / 1024.0);
+		if (ds->off_cpu)
+			say_waits(&cfg, ds, false);
 		say_names(ds);
 	}
 	fx_config_release(&cfg);

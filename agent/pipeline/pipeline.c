@@ -195,11 +195,12 @@ static void count_wait_lost(struct fx_pipeline *p)
 }
 
 /* The agent's log says an episode of waits over the budget or lost once
- * when it begins, with the first window's figures, and once when it ends,
- * with the episode's (the daemon's; --once says its own at the end). */
+ * when it begins, with the first window's figures, and once when it ends
+ * (a window within the budget, or the agent's last), with the episode's
+ * (the daemon's; --once says its own at the end). */
 static void say_wait_episode(struct fx_pipeline *p, const struct totals *before)
 {
-	struct totals d = {
+	const struct totals d = {
 		.waits = p->tot.waits - before->waits,
 		.wait_us = p->tot.wait_us - before->wait_us,
 		.waits_unstacked = p->tot.waits_unstacked - before->waits_unstacked,
@@ -207,41 +208,47 @@ static void say_wait_episode(struct fx_pipeline *p, const struct totals *before)
 		.waits_lost = p->tot.waits_lost - before->waits_lost,
 		.waits_lost_us = p->tot.waits_lost_us - before->waits_lost_us,
 	};
+	const struct totals *say = &d;
 	struct fx_profile_marker m;
+	struct totals *e = &p->episode;
+	bool over = d.waits_unstacked || d.waits_lost, begins = over && !p->episode_windows;
 	char sum[512];
-	bool over = d.waits_unstacked || d.waits_lost;
 
 	if (!p->opts.rotate || (!over && !p->episode_windows))
 		return;
 	if (over) {
-		p->episode.waits += d.waits;
-		p->episode.wait_us += d.wait_us;
-		p->episode.waits_unstacked += d.waits_unstacked;
-		p->episode.waits_unstacked_us += d.waits_unstacked_us;
-		p->episode.waits_lost += d.waits_lost;
-		p->episode.waits_lost_us += d.waits_lost_us;
-		if (p->episode_windows++)
-			return;
+		e->waits += d.waits;
+		e->wait_us += d.wait_us;
+		e->waits_unstacked += d.waits_unstacked;
+		e->waits_unstacked_us += d.waits_unstacked_us;
+		e->waits_lost += d.waits_lost;
+		e->waits_lost_us += d.waits_lost_us;
+		p->episode_windows++;
 	}
-	d = over ? d : p->episode;
-	m = (struct fx_profile_marker){ .waits = (int64_t)d.waits,
-					.wait_ms = (double)d.wait_us / 1000,
-					.unstacked = (int64_t)d.waits_unstacked,
-					.unstacked_ms = (double)d.waits_unstacked_us / 1000,
-					.waits_lost = (int64_t)d.waits_lost,
-					.lost_ms = (double)d.waits_lost_us / 1000 };
+	if (!begins && over && !p->hold)
+		return; /* said when it began; said when it ends */
+	if (!begins)
+		say = e;
+	m = (struct fx_profile_marker){ .waits = (int64_t)say->waits,
+					.wait_ms = (double)say->wait_us / 1000,
+					.unstacked = (int64_t)say->waits_unstacked,
+					.unstacked_ms = (double)say->waits_unstacked_us / 1000,
+					.waits_lost = (int64_t)say->waits_lost,
+					.lost_ms = (double)say->waits_lost_us / 1000 };
 	fx_profile_offcpu_summary(&m, sum, sizeof(sum));
-	if (over) {
+	if (begins)
 		fx_log(FX_LOG_WARN,
 		       "off-CPU: window %" PRIu64 ": %s (sampling.off_cpu.budget: %u a second "
 		       "per CPU); said again when it ends",
 		       p->seq, sum, p->g->cfg->sampling.off_cpu.budget);
-		return;
+	else
+		fx_log(FX_LOG_NOTICE, "off-CPU: %s after %" PRIu64 " windows: %s",
+		       over ? "the agent stops over the budget" : "within the budget again",
+		       p->episode_windows, sum);
+	if (!begins || p->hold) {
+		p->episode_windows = 0;
+		memset(e, 0, sizeof(*e));
 	}
-	fx_log(FX_LOG_NOTICE, "off-CPU: within the budget again after %" PRIu64 " windows: %s",
-	       p->episode_windows, sum);
-	p->episode_windows = 0;
-	memset(&p->episode, 0, sizeof(p->episode));
 }
 
 /* The watched threads' counters, as the open window's start. */
