@@ -637,12 +637,12 @@ static void say_waits(const struct fx_config *cfg, const struct fx_pipeline_stat
 			"more of their own stacks)",
 			sum, cfg->sampling.off_cpu.budget);
 	fx_info("stats: off-CPU: %s; the program: %" PRIu64 " waits begun, %" PRIu64
-		" drawn: %" PRIu64 " with stacks, %" PRIu64 " without, %" PRIu64 " lost; %" PRIu64
-		" in progress at the start; starts replaced %" PRIu64
+		" drawn and %" PRIu64 " in progress at the start: %" PRIu64 " with stacks, %" PRIu64
+		" without, %" PRIu64 " lost; starts replaced %" PRIu64
 		", ends without a start %" PRIu64 ", stacks unreadable %" PRIu64 ", bad %" PRIu64
 		"; ring %zu KiB",
-		sum, ps->offcpu.waits, ps->offcpu.drawn, ps->offcpu.stacked, ps->offcpu.unstacked,
-		ps->offcpu.lost, ps->offcpu.seeded, ps->waits_lost, ps->waits_unpaired,
+		sum, ps->offcpu.waits, ps->offcpu.drawn, ps->offcpu.seeded, ps->offcpu.stacked,
+		ps->offcpu.unstacked, ps->offcpu.lost, ps->waits_lost, ps->waits_unpaired,
 		ps->offcpu.stack_faults, ps->offcpu.bad, ps->offcpu.ring_bytes / 1024);
 }
 
