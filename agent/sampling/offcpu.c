@@ -33,8 +33,10 @@ _Static_assert(FX_OFFCPU_SEEDED == FX_RECORD_OFFCPU_SEEDED, "the seeded flag is 
  * the sampler's drains, 200 ms), within these bounds. */
 #define RING_MS 250
 /* Waits in progress at attach whose stacks the iterator copies; the rest
- * are timed without (the recorder holds as many, recorder.h). */
-#define SEED_STACKS 4096
+ * are timed without (their threads' times still come from the kernel's
+ * counters). The records wait in the queue until the sampler merges them,
+ * a stack copy each: this bounds that to about 5 MiB. */
+#define SEED_STACKS 256
 #define SEEDS_MAX   65536 /* the seeds map's size */
 #define RING_MIN    (256u << 10)
 #define RING_MAX    (8u << 20)
