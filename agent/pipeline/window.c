@@ -356,7 +356,6 @@ int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, ui
 	if (!shown_ns) {
 		w->counters.waits++;
 		w->counters.waits_unstacked++;
-		w->counters.waits_unstacked_us += (exact_ns + 500) / 1000;
 	}
 	if (fx_hashtab_reserve(&w->waitsum_index, w->nwaitsums + 1, waitsum_hash_at, w) < 0)
 		return -ENOMEM;
@@ -373,7 +372,10 @@ int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, ui
 	}
 	ws = &w->waitsums[i];
 	ws->exact_ns += exact_ns;
+	ws->drawn_ns += exact_ns;
 	ws->shown_ns += shown_ns;
+	if (!shown_ns)
+		ws->unstacked_ns += exact_ns;
 	if (time_ns > ws->at_ns)
 		ws->at_ns = time_ns;
 	return 0;
@@ -493,7 +495,16 @@ void fx_window_fold_waits(struct fx_window *w, const struct fx_window_thread_tim
 		}
 	}
 	w->counters.wait_us = total;
-	/* folded: a second call changes nothing */
-	for (size_t k = 0; k < w->nwaitsums; k++)
-		w->waitsums[k].shown_ns = w->waitsums[k].exact_ns;
+	/* The unstacked waits' part of what is shown: their share of each
+	 * thread's time in each state. Folded: a second call changes nothing. */
+	total = 0;
+	for (size_t k = 0; k < w->nwaitsums; k++) {
+		struct fx_window_waitsum *ws = &w->waitsums[k];
+
+		if (ws->drawn_ns)
+			total += (uint64_t)((unsigned __int128)ws->exact_ns * ws->unstacked_ns /
+					    ws->drawn_ns);
+		ws->shown_ns = ws->exact_ns;
+	}
+	w->counters.waits_unstacked_us = (total + 500) / 1000;
 }

@@ -61,7 +61,7 @@ void fx_profile_offcpu_summary(const struct fx_profile_marker *m, char *buf, siz
 			      "same state",
 			      m->unstacked, b);
 	if (n >= 0 && (size_t)n < size && m->waits_lost)
-		snprintf(buf + n, size - (size_t)n, "; %" PRId64 " lost for room (%s, not shown)",
+		snprintf(buf + n, size - (size_t)n, "; %" PRId64 " lost (%s, not shown)",
 			 m->waits_lost, c);
 }
 
@@ -127,10 +127,11 @@ static const char MARKER_SCHEMA_JSON[] =
 	"\"display\":[\"marker-chart\",\"marker-table\",\"timeline-overview\"],"
 	"\"fields\":[{\"key\":\"summary\",\"label\":\"Summary\",\"format\":\"string\"},"
 	"{\"key\":\"waits\",\"label\":\"Waits shown\",\"format\":\"integer\"},"
-	"{\"key\":\"ms\",\"label\":\"Their time\",\"format\":\"milliseconds\"},"
+	"{\"key\":\"ms\",\"label\":\"Time of the waits shown\",\"format\":\"milliseconds\"},"
 	"{\"key\":\"unstacked\",\"label\":\"Of them without their own stack\","
 	"\"format\":\"integer\"},"
-	"{\"key\":\"unstackedMs\",\"label\":\"Their time\",\"format\":\"milliseconds\"},"
+	"{\"key\":\"unstackedMs\",\"label\":\"Time of those without\","
+	"\"format\":\"milliseconds\"},"
 	"{\"key\":\"lost\",\"label\":\"Waits lost\",\"format\":\"integer\"},"
 	"{\"key\":\"lostMs\",\"label\":\"Time lost\",\"format\":\"milliseconds\"}]}]";
 

@@ -248,12 +248,16 @@ static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t
 		uint32_t state;
 	} part[2];
 	size_t nroutes, nparts = 0;
+	bool counted = false;
 
 	if (until <= w->from)
 		return;
 	if (t_wake > w->from && t_wake < until && w->state != FX_OFFCPU_STATE_RUNNABLE) {
 		part[nparts++] = (struct wait_part){ w->from, t_wake, w->state };
 		part[nparts++] = (struct wait_part){ t_wake, until, FX_OFFCPU_STATE_WOKEN };
+	} else if (t_wake && t_wake <= w->from && w->state != FX_OFFCPU_STATE_RUNNABLE) {
+		/* woken before the last window's end: on a run queue since */
+		part[nparts++] = (struct wait_part){ w->from, until, FX_OFFCPU_STATE_WOKEN };
 	} else {
 		part[nparts++] = (struct wait_part){ w->from, until, w->state };
 	}
@@ -282,7 +286,14 @@ static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t
 
 			fx_window_count_wait(routes[k], at, w->pid, w->tid, part[i].state, exact,
 					     added ? shown : 0);
+			/* one wait, in two states: counted once */
+			if (counted) {
+				routes[k]->counters.waits--;
+				if (!added)
+					routes[k]->counters.waits_unstacked--;
+			}
 		}
+		counted = true;
 	}
 	if (w->n)
 		w->frames[w->n - 1].addr = w->state;

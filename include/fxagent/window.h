@@ -63,8 +63,8 @@ struct fx_window_counters {
 	uint64_t waits;
 	uint64_t wait_us;
 	/* of them, timed without their stacks (over the budget): their time
-	 * is shown on their thread's waits in the same state, which are
-	 * scaled up for it */
+	 * (their share of their thread's in that state, once folded) is shown
+	 * on their thread's waits in the same state, scaled up for it */
 	uint64_t waits_unstacked;
 	uint64_t waits_unstacked_us;
 	/* waits lost (no room in the ring or the agent's queue): not shown;
@@ -78,9 +78,11 @@ struct fx_window_counters {
  * stacks, by the weights they were added with (shown_ns). */
 struct fx_window_waitsum {
 	uint32_t pid, tid, state;
-	uint64_t exact_ns;
+	uint64_t exact_ns; /* drawn_ns, or the kernel's share once folded */
 	uint64_t shown_ns;
-	uint64_t at_ns; /* the last wait's end: where a stackless one goes */
+	uint64_t drawn_ns;     /* the drawn waits' time */
+	uint64_t unstacked_ns; /* of it, the waits' without stacks */
+	uint64_t at_ns;	       /* the last wait's end: where a stackless one goes */
 };
 
 struct fx_window_path {

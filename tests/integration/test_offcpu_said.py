@@ -36,7 +36,7 @@ SUMMARY_RE = re.compile(
     r"(?:; (?P<unstacked>\d+) of them \((?P<unstackedMs>[^)]*)\) over the budget, timed "
     r"without their own stacks: their time is on their threads' other waits in the same "
     r"state)?"
-    r"(?:; (?P<lost>\d+) lost for room \((?P<lostMs>[^,)]*), not shown\))?")
+    r"(?:; (?P<lost>\d+) lost \((?P<lostMs>[^,)]*), not shown\))?")
 WARN_RE = re.compile(r"^fxagent: off-CPU: (?P<sum>.*) \(sampling\.off_cpu\.budget: "
                      r"(?P<budget>\d+) a second per CPU; more shows more of their own "
                      r"stacks\)$")
@@ -47,8 +47,8 @@ WROTE_RE = re.compile(r"^fxagent: wrote (?P<path>.+): (?P<samples>\d+) samples, 
 EPISODE_RE = re.compile(r"^fxagent: off-CPU: window (?P<seq>\d+): (?P<sum>.*) "
                         r"\(sampling\.off_cpu\.budget: (?P<budget>\d+) a second per CPU\); "
                         r"said again when it ends$")
-END_RE = re.compile(r"^fxagent: off-CPU: within the budget again after (?P<k>\d+) "
-                    r"windows: (?P<sum>.*)$")
+END_RE = re.compile(r"^fxagent: off-CPU: (?P<how>within the budget again|the agent stops "
+                    r"over the budget) after (?P<k>\d+) windows: (?P<sum>.*)$")
 # meta.fxagent.offCpu's keys: (count, its time)
 PAIRS = (("waits", "ms"), ("unstacked", "unstackedMs"), ("lost", "lostMs"))
 METRICS = (("waits", "fxagent_offcpu_waits_total"),
@@ -159,6 +159,12 @@ def check_once(t, tag, budget, prof, text, out):
                   f"{tag}: meta.fxagent.offCpu without integer {n} and number {ms}: {meta}")
     t.note(f"{tag}: meta.fxagent.offCpu {meta}")
     left_out = meta["unstacked"] or meta["lost"]
+    # The unstacked waits are a part of those shown, their time a part of
+    # theirs (the kernel's counters set each thread's time: theirs is their
+    # share of it).
+    t.check(meta["unstacked"] <= meta["waits"] and meta["unstackedMs"] <= meta["ms"] + 0.001,
+            f"{tag}: {meta['unstacked']} waits ({meta['unstackedMs']} ms) over the budget of "
+            f"{meta['waits']} shown ({meta['ms']} ms): a part larger than the whole")
 
     # The marker, where the Recording marker is.
     strings = prof.data["shared"]["stringArray"]
@@ -352,15 +358,21 @@ targets:
         elif episode is not None:
             ends.append((seq, episode))
             episode = None
+    # One still open when the agent stops is closed then ("the agent stops
+    # over the budget after K windows").
+    open_at_end = episode
+    if episode is not None:
+        ends.append((None, episode))
     t.note(f"episodes from the chunks: begun in windows {[s for s, _ in starts]}, ended "
-           f"{[(s, len(e)) for s, e in ends]}" + (f", open at the end ({len(episode)} "
-                                                   "windows)" if episode else ""))
+           f"{[(s, len(e)) for s, e in ends]}" + (f", open at the end ({len(open_at_end)} "
+                                                   "windows)" if open_at_end else ""))
 
     lines = wait_lines(log, "fxagent: off-CPU: ")
     for ln in lines:
         t.note(f"log: {ln}")
     begun = [EPISODE_RE.match(ln) for ln in lines if ln.startswith("fxagent: off-CPU: window")]
-    ended = [END_RE.match(ln) for ln in lines if ln.startswith("fxagent: off-CPU: within")]
+    ended = [END_RE.match(ln) for ln in lines
+             if ln.startswith(("fxagent: off-CPU: within", "fxagent: off-CPU: the agent stops"))]
     t.check(len(begun) + len(ended) == len(lines) and all(begun) and all(ended),
             f"off-CPU lines in the log that are neither an episode's start nor its end: "
             f"{lines}")
@@ -379,6 +391,10 @@ targets:
     for m, (seq, ep) in zip(ended, ends):
         t.check(int(m["k"]) == len(ep), f"the log says an episode ended after {m['k']} "
                 f"windows; the chunks' meta: windows {ep}, ended in window {seq}")
+        t.check((m["how"] == "within the budget again") == (seq is not None),
+                f"the log says of the episode of windows {ep} {m['how']!r}; the chunks' "
+                f"meta: " + (f"ended in window {seq}" if seq is not None else
+                             "still over the budget in the last"))
         sums = {k: sum(metas[s][k] for s in ep) for k in metas[ep[0]]}
         check_summary(t, f"the log's end of the episode of windows {ep}", m["sum"], sums,
                       f"the sum of chunks {ep}'s meta.fxagent.offCpu")
