@@ -328,6 +328,7 @@ static void close_windows(struct fx_pipeline *p, uint64_t end, bool reopen)
 
 	fx_recorder_cut_waits(&p->rec, end);
 	ntimes = tally_window(p);
+	fx_recorder_note_waiters(&p->rec, p->times, ntimes, end ? end - 1 : 0);
 	for (size_t i = 0; i < g->nt; i++)
 		fx_window_fold_waits(g->t[i].win, p->times, ntimes);
 	count_wait_lost(p);

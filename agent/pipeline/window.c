@@ -346,39 +346,58 @@ static struct fx_window_waitsum *find_waitsum(const struct fx_window *w, uint32_
 	return i == FX_HASHTAB_NONE ? NULL : &w->waitsums[i];
 }
 
-int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
-			 uint32_t state, uint64_t exact_ns, uint64_t shown_ns)
+/* The entry of thread @tid in @state, added if new; NULL on ENOMEM. */
+static struct fx_window_waitsum *waitsum_get(struct fx_window *w, uint64_t time_ns, uint32_t pid,
+					     uint32_t tid, uint32_t state)
 {
 	uint32_t key[2] = { tid, state }, i;
 	struct fx_window_waitsum *ws;
 	size_t pos;
 
-	if (!shown_ns) {
-		w->counters.waits++;
-		w->counters.waits_unstacked++;
-	}
 	if (fx_hashtab_reserve(&w->waitsum_index, w->nwaitsums + 1, waitsum_hash_at, w) < 0)
-		return -ENOMEM;
+		return NULL;
 	pos = fx_hashtab_probe(&w->waitsum_index, waitsum_hash(tid, state), waitsum_eq, w, key);
 	i = fx_hashtab_at(&w->waitsum_index, pos);
 	if (i == FX_HASHTAB_NONE) {
 		if (fx_grow(&w->waitsums, &w->waitsums_cap, w->nwaitsums + 1,
 			    sizeof(*w->waitsums)) < 0)
-			return -ENOMEM;
+			return NULL;
 		i = (uint32_t)w->nwaitsums++;
-		w->waitsums[i] =
-			(struct fx_window_waitsum){ .pid = pid, .tid = tid, .state = state };
+		w->waitsums[i] = (struct fx_window_waitsum){ .pid = pid, .tid = tid, .state = state };
 		fx_hashtab_put(&w->waitsum_index, pos, i);
 	}
 	ws = &w->waitsums[i];
+	if (time_ns > ws->at_ns)
+		ws->at_ns = time_ns;
+	return ws;
+}
+
+int fx_window_count_wait(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid,
+			 uint32_t state, uint64_t exact_ns, uint64_t shown_ns)
+{
+	struct fx_window_waitsum *ws = waitsum_get(w, time_ns, pid, tid, state);
+
+	if (!shown_ns) {
+		w->counters.waits++;
+		w->counters.waits_unstacked++;
+	}
+	if (!ws)
+		return -ENOMEM;
 	ws->exact_ns += exact_ns;
 	ws->drawn_ns += exact_ns;
 	ws->shown_ns += shown_ns;
 	if (!shown_ns)
 		ws->unstacked_ns += exact_ns;
-	if (time_ns > ws->at_ns)
-		ws->at_ns = time_ns;
 	return 0;
+}
+
+int fx_window_note_thread(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid)
+{
+	for (uint32_t st = FX_OFFCPU_STATE_SLEEP; st <= FX_OFFCPU_STATE_WOKEN; st++)
+		if (find_waitsum(w, tid, st))
+			return 0;
+	/* an entry of no time and no wait: calibrate() finds the thread */
+	return waitsum_get(w, time_ns, pid, tid, FX_OFFCPU_STATE_SLEEP) ? 0 : -ENOMEM;
 }
 
 /* The state of off-CPU stack @stack: its innermost frame's, or 0. */
@@ -405,12 +424,8 @@ static int calibrate_class(struct fx_window *w, const struct fx_window_waitsum *
 	if (!sum) {
 		if (!target)
 			return 0;
-		/* counted as no wait of its own: the kernel's time alone */
-		if (fx_window_count_wait(w, at, (uint32_t)pid, (uint32_t)tid, st[0], 0, 0) < 0)
-			return -ENOMEM;
-		w->counters.waits--;
-		w->counters.waits_unstacked--;
-		ws[0] = find_waitsum(w, (uint32_t)tid, st[0]);
+		/* none drawn: the kernel's time alone, on no stack of its own */
+		ws[0] = waitsum_get(w, at, (uint32_t)pid, (uint32_t)tid, st[0]);
 		if (!ws[0])
 			return -ENOMEM;
 		ws[0]->exact_ns = target;

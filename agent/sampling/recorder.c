@@ -30,6 +30,10 @@ void fx_recorder_release(struct fx_recorder *r)
 	r->waits = NULL;
 	r->nwaits = r->waits_cap = r->nwaits_stacked = 0;
 	fx_hashtab_free(&r->wait_index);
+	free(r->waiters);
+	r->waiters = NULL;
+	r->nwaiters = r->waiters_cap = 0;
+	fx_hashtab_free(&r->waiter_index);
 }
 
 static bool wanted(const struct fx_recorder *r, uint32_t pid)
@@ -162,6 +166,84 @@ static void wait_remove(struct fx_recorder *r, uint32_t i)
 	r->nwaits--;
 }
 
+static uint64_t waiter_hash_at(const void *ctx, uint32_t idx)
+{
+	const struct fx_recorder *r = ctx;
+
+	return wait_hash(r->waiters[idx].tid);
+}
+
+static bool waiter_eq(const void *ctx, uint32_t idx, const void *key)
+{
+	const struct fx_recorder *r = ctx;
+
+	return r->waiters[idx].tid == *(const uint32_t *)key;
+}
+
+/* Remembers where thread @tid's waits go. */
+static void waiter_seen(struct fx_recorder *r, uint32_t pid, uint32_t tid, uint32_t tag)
+{
+	uint32_t i;
+
+	if (r->nwaiters >= FX_RECORDER_MAX_TIMED ||
+	    fx_grow(&r->waiters, &r->waiters_cap, r->nwaiters + 1, sizeof(*r->waiters)) < 0)
+		return;
+	r->waiters[r->nwaiters] = (struct fx_recorder_waiter){ .tid = tid, .pid = pid, .tag = tag };
+	i = fx_hashtab_intern(&r->waiter_index, wait_hash(tid), &tid, (uint32_t)r->nwaiters,
+			      waiter_hash_at, waiter_eq, r);
+	if (i == (uint32_t)r->nwaiters)
+		r->nwaiters++;
+	else if (i != FX_HASHTAB_NONE)
+		r->waiters[i] = (struct fx_recorder_waiter){ .tid = tid, .pid = pid, .tag = tag };
+}
+
+static void waiter_gone(struct fx_recorder *r, uint32_t tid)
+{
+	uint32_t i = r->nwaiters ? fx_hashtab_find(&r->waiter_index, wait_hash(tid), waiter_eq,
+						   r, &tid)
+				 : FX_HASHTAB_NONE;
+	uint32_t last = (uint32_t)r->nwaiters - 1;
+
+	if (i == FX_HASHTAB_NONE)
+		return;
+	fx_hashtab_remove(&r->waiter_index, wait_hash(tid), i, waiter_hash_at, r);
+	if (i != last) {
+		r->waiters[i] = r->waiters[last];
+		fx_hashtab_renumber(&r->waiter_index, wait_hash(r->waiters[i].tid), last, i);
+	}
+	r->nwaiters--;
+}
+
+void fx_recorder_note_waiters(struct fx_recorder *r, const struct fx_window_thread_time *times,
+			      size_t ntimes, uint64_t at)
+{
+	struct fx_window *routes[FX_RECORDER_MAX_ROUTES];
+
+	for (size_t i = 0; i < ntimes && r->nwaiters; i++) {
+		uint32_t tid = times[i].tid;
+		uint32_t k = fx_hashtab_find(&r->waiter_index, wait_hash(tid), waiter_eq, r, &tid);
+		const struct fx_recorder_waiter *wt;
+		struct fx_record_sample s;
+		size_t nroutes = 1;
+
+		if (k == FX_HASHTAB_NONE)
+			continue;
+		wt = &r->waiters[k];
+		memset(&s, 0, sizeof(s));
+		s.pid = wt->pid;
+		s.tid = wt->tid;
+		s.time = at;
+		s.id = FX_RECORD_OFFCPU_ID | wt->tag;
+		routes[0] = r->window;
+		if (r->sink.route)
+			nroutes = r->sink.route(r->sink.ctx, &s, fx_procs_get(r->procs, wt->pid),
+						routes, FX_RECORDER_MAX_ROUTES);
+		for (size_t j = 0; j < nroutes; j++)
+			if (routes[j])
+				fx_window_note_thread(routes[j], at, wt->pid, wt->tid);
+	}
+}
+
 /* A drawn wait began: its stacks, if it has them, are unwound now, while
  * the process's mappings are those it waits in, and held until it ends. */
 static void on_wait_start(struct fx_recorder *r, const struct perf_event_header *h)
@@ -198,6 +280,7 @@ static void on_wait_start(struct fx_recorder *r, const struct perf_event_header 
 		goto lost;
 	proc = fx_procs_get(r->procs, o.s.pid);
 	fx_procs_thread(r->procs, o.s.pid, o.s.tid);
+	waiter_seen(r, o.s.pid, o.s.tid, o.tag);
 	/* Past the bound of those held with frames, it is timed only. */
 	stacked = o.q && r->nwaits_stacked < FX_RECORDER_MAX_WAITS;
 	w = &r->waits[r->nwaits];
@@ -361,6 +444,7 @@ static void on_exit_record(struct fx_recorder *r, const struct fx_record_task *t
 	/* A thread that exits waits no more (its end never comes). */
 	if (i != FX_HASHTAB_NONE)
 		wait_remove(r, i);
+	waiter_gone(r, t->tid);
 	fx_procs_on_exit(r->procs, t->pid, t->tid);
 	if (t->pid == t->tid)
 		fx_unwind_forget(r->unwinder, t->pid);

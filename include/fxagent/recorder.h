@@ -95,6 +95,13 @@ struct fx_recorder {
 	struct fx_recorder_wait *waits; /* pending, indexed by tid */
 	size_t nwaits, waits_cap;
 	size_t nwaits_stacked; /* of them with frames */
+	/* Threads seen waiting (a drawn wait began) since they last exited,
+	 * with where their waits go: fx_recorder_note_waiters() */
+	struct fx_recorder_waiter {
+		uint32_t tid, pid, tag;
+	} * waiters;
+	size_t nwaiters, waiters_cap;
+	struct fx_hashtab waiter_index;
 	struct fx_hashtab wait_index;
 };
 
@@ -110,6 +117,13 @@ void fx_recorder_release(struct fx_recorder *r);
  * up to there to the window(s) it belongs to, so that a thread blocked for
  * longer than a window shows in each. */
 void fx_recorder_cut_waits(struct fx_recorder *r, uint64_t end_ns);
+
+/* At a window's end, for each thread of @times (the kernel's times in the
+ * window, window.h) seen waiting before: the windows its waits go to note it
+ * (fx_window_note_thread()), so its time shows in a window where none of its
+ * waits was drawn. At most FX_RECORDER_MAX_TIMED threads are remembered. */
+void fx_recorder_note_waiters(struct fx_recorder *r, const struct fx_window_thread_time *times,
+			      size_t ntimes, uint64_t at);
 
 /* Routes samples through @sink instead of the one window. */
 void fx_recorder_set_sink(struct fx_recorder *r, const struct fx_recorder_sink *sink);

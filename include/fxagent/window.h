@@ -173,6 +173,11 @@ struct fx_window_thread_time {
 	uint64_t alive_ns, on_ns, runq_ns;
 };
 
+/* Notes that thread @tid of @pid waits in this window's target, with no
+ * wait counted here yet: fx_window_fold_waits() then gives it its time
+ * from @times. Returns 0 or -ENOMEM. */
+int fx_window_note_thread(struct fx_window *w, uint64_t time_ns, uint32_t pid, uint32_t tid);
+
 /* Once the window is complete: each thread's time in each state becomes
  * that of all its drawn waits (fx_window_count_wait()), or, for a thread in
  * @times (sorted by tid; NULL when there are none), its blocked and
