@@ -363,7 +363,8 @@ static struct fx_window_waitsum *waitsum_get(struct fx_window *w, uint64_t time_
 			    sizeof(*w->waitsums)) < 0)
 			return NULL;
 		i = (uint32_t)w->nwaitsums++;
-		w->waitsums[i] = (struct fx_window_waitsum){ .pid = pid, .tid = tid, .state = state };
+		w->waitsums[i] =
+			(struct fx_window_waitsum){ .pid = pid, .tid = tid, .state = state };
 		fx_hashtab_put(&w->waitsum_index, pos, i);
 	}
 	ws = &w->waitsums[i];
@@ -483,8 +484,9 @@ void fx_window_fold_waits(struct fx_window *w, const struct fx_window_thread_tim
 		ws = find_waitsum(w, s->tid, stack_state(w, s->stack));
 		if (ws && ws->shown_ns && ws->shown_ns != ws->exact_ns) {
 			/* in 128-bit: a wait of 2^32 us times a ratio */
-			us = (uint64_t)((unsigned __int128)s->wait_us * ws->exact_ns /
-					ws->shown_ns);
+			us = (uint64_t)(((unsigned __int128)s->wait_us * ws->exact_ns +
+					 ws->shown_ns / 2) /
+					ws->shown_ns); /* to the nearest: no drift down */
 			s->wait_us = us > UINT32_MAX ? UINT32_MAX : us ? (uint32_t)us : 1;
 		}
 		total += s->wait_us;

@@ -199,9 +199,9 @@ static void waiter_seen(struct fx_recorder *r, uint32_t pid, uint32_t tid, uint3
 
 static void waiter_gone(struct fx_recorder *r, uint32_t tid)
 {
-	uint32_t i = r->nwaiters ? fx_hashtab_find(&r->waiter_index, wait_hash(tid), waiter_eq,
-						   r, &tid)
-				 : FX_HASHTAB_NONE;
+	uint32_t i = r->nwaiters
+			     ? fx_hashtab_find(&r->waiter_index, wait_hash(tid), waiter_eq, r, &tid)
+			     : FX_HASHTAB_NONE;
 	uint32_t last = (uint32_t)r->nwaiters - 1;
 
 	if (i == FX_HASHTAB_NONE)
