@@ -20,10 +20,23 @@ which the kernel charges to the threads that switch; the switcher's own CPU
 per switch against the run without a profiler; and the waits recorded and
 timed without their stacks (the metrics file). Medians of the rounds.
 
+With off_cpu on, whether each thread's time adds up: for every thread of
+fx-bench-switch that lived through the measured interval (the same tid and
+start time in /proc at both its ends) and every chunk whose window lies
+within it, on-CPU (its CPU samples x meta.interval) plus off-CPU (the
+weights, ms, of its "(off-CPU)" track) against the chunk's length
+(meta.fxagent windowEnd - windowStart): the share of these (thread, chunk)
+pairs within 15%, their median and worst sum/length, and those chunks'
+meta.fxagent.offCpu: the waits timed without a stack (the budget binding)
+and the waits lost. --quick runs 1 s windows so that some fit in its 5 s.
+
 usage: bench/offcpu.py [--build DIR] [--quick] [--seconds S] [--rounds R]
 """
+import gzip
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +46,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fxbench as fb  # noqa: E402
 
 RATES = (1000, 20000, 100000)
+# The issue's rule: on + off within SPREAD of the chunk's length for SHARE of
+# the (thread, chunk) pairs.
+SPREAD = 0.15
+SHARE = 0.90
 
 
 def add_args(ap):
@@ -70,6 +87,74 @@ def bpf_run_ns(pid):
     return total
 
 
+def threads_started(pid):
+    """{tid: start time (ticks since boot)} of @pid's threads."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/stat") as f:
+                stat = f.read()
+            out[int(t)] = int(stat[stat.rindex(")") + 2:].split()[19])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def chunk_threads(path):
+    """meta and {(pid, tid): [on-CPU samples, off-CPU ms, name]} of a chunk:
+    CPU tracks weigh samples (each one interval), off-CPU tracks ("NAME
+    (off-CPU)") milliseconds."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        p = json.load(f)
+    out = {}
+    for th in p["threads"]:
+        try:
+            key = (int(th["pid"]), int(th["tid"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        s = th["samples"]
+        w = s.get("weight")
+        total = sum(w) if w else s["length"]
+        row = out.setdefault(key, [0, 0.0, th.get("name", "")])
+        kind = s.get("weightType", "samples")
+        if kind == "tracing-ms":
+            row[1] += total
+        elif kind == "samples":
+            row[0] += total
+    return p["meta"], out
+
+
+def adds_up(outdir, pid, tids, a_ms, b_ms):
+    """The (thread, chunk) pairs of @pid's threads @tids over the chunks in
+    @outdir whose windows lie within [a_ms, b_ms] (wall clock): (pairs, the
+    chunks' meta.fxagent.offCpu, chunks outside)."""
+    pairs, offcpu, outside = [], [], 0
+    names = sorted(os.listdir(outdir)) if os.path.isdir(outdir) else []
+    for name in names:
+        if not name.endswith(".json.gz"):
+            continue
+        meta, rows = chunk_threads(os.path.join(outdir, name))
+        fx = meta.get("fxagent", {})
+        start, end = fx.get("windowStart"), fx.get("windowEnd")
+        if start is None or end is None or not (a_ms <= start < end <= b_ms):
+            outside += 1
+            continue
+        offcpu.append(fx.get("offCpu") or {})
+        for tid in tids:
+            on_n, off, tname = rows.get((pid, tid), [0, 0.0, "(no track)"])
+            pairs.append({"tid": tid, "main": tid == pid, "name": tname, "seq": fx.get("seq"),
+                          "on": on_n * meta["interval"], "off": off, "len": end - start})
+    return pairs, offcpu, outside
+
+
+def pct(part, whole):
+    return fb.f(100.0 * part / whole if whole else None, "{:.1f}%")
+
+
 def metric(path, name):
     try:
         with open(path) as f:
@@ -79,15 +164,21 @@ def metric(path, name):
         return None
 
 
-def one(ctx, tmp, rate, mode, seconds, settle):
+def one(ctx, tmp, rate, mode, seconds, settle, window):
     """One run: figures of the profiler (mode: None, 'agent', 'offcpu', 'perf')."""
     sw = subprocess.Popen([ctx.switch, str(rate), str(seconds + settle + 20)])
     prof = None
     prom = os.path.join(tmp, f"m-{mode}.prom")
+    chunks = os.path.join(tmp, f"chunks-{mode}")
+    for old in (prom, chunks):
+        if os.path.isdir(old):
+            shutil.rmtree(old)
+        elif os.path.exists(old):
+            os.unlink(old)
     if mode in ("agent", "offcpu"):
         cfg = os.path.join(tmp, f"{mode}.yaml")
         with open(cfg, "w") as f:
-            f.write(f"window:\n  seconds: 10\noutput:\n  directory: {tmp}/chunks-{mode}\n"
+            f.write(f"window:\n  seconds: {window}\noutput:\n  directory: {chunks}\n"
                     f"metrics:\n  textfile: {prom}\n"
                     f"sampling:\n  off_cpu:\n    enabled: {'true' if mode == 'offcpu' else 'false'}\n")
         prof = subprocess.Popen([ctx.agent, "--config", cfg], stderr=subprocess.DEVNULL)
@@ -96,6 +187,7 @@ def one(ctx, tmp, rate, mode, seconds, settle):
                                  "--call-graph", "dwarf", "-o", os.path.join(tmp, "perf.data")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(settle)
+    lived0, w0 = threads_started(sw.pid), time.time() * 1000.0
     t0, s0, c0 = time.monotonic(), switches(sw.pid), fb.task_cpu_ns(sw.pid)
     p0 = fb.task_cpu_ns(prof.pid) if prof else 0
     b0 = bpf_run_ns(prof.pid) if prof else 0
@@ -103,6 +195,7 @@ def one(ctx, tmp, rate, mode, seconds, settle):
     t1, s1, c1 = time.monotonic(), switches(sw.pid), fb.task_cpu_ns(sw.pid)
     p1 = fb.task_cpu_ns(prof.pid) if prof else 0
     b1 = bpf_run_ns(prof.pid) if prof else 0
+    w1, lived1 = time.time() * 1000.0, threads_started(sw.pid)
     out = {"rate": (s1 - s0) / (t1 - t0), "sw_ns": (c1 - c0) / max(1, s1 - s0),
            "cpu_pct": 100.0 * (p1 - p0) / 1e9 / (t1 - t0) if prof else None,
            "bpf_pct": 100.0 * (b1 - b0) / 1e9 / (t1 - t0) if prof else None}
@@ -114,6 +207,18 @@ def one(ctx, tmp, rate, mode, seconds, settle):
         out["waits"] = metric(prom, "fxagent_offcpu_waits_total")
         out["unstacked"] = metric(prom, "fxagent_offcpu_unstacked_total")
         out["unstacked_s"] = metric(prom, "fxagent_offcpu_unstacked_seconds_total")
+        out["lost"] = metric(prom, "fxagent_offcpu_lost_total")
+        out["lost_s"] = metric(prom, "fxagent_offcpu_lost_seconds_total")
+        # The threads that lived through the measured interval: all of the
+        # switcher's, which starts them at once and ends them at its kill.
+        tids = sorted(t for t in lived0 if lived1.get(t) == lived0[t])
+        out["pairs"], out["offcpu"], out["outside"] = adds_up(chunks, sw.pid, tids, w0, w1)
+        for x in out["pairs"]:
+            r = (x["on"] + x["off"]) / x["len"]
+            if abs(r - 1) > SPREAD:
+                ctx.log(f"offcpu: {rate}/s: thread {x['tid']}{' (main)' if x['main'] else ''} "
+                        f"{x['name']!r}, chunk {x['seq']}: on {x['on']:.0f} ms + off "
+                        f"{x['off']:.0f} ms of {x['len']:.0f} ms: {r:.3f}")
     if mode == "perf":
         try:
             out["mib_s"] = os.path.getsize(os.path.join(tmp, "perf.data")) / 2**20 / (t1 - t0)
@@ -139,6 +244,7 @@ def run(ctx, a):
     # past the first window's end (10 s): its first symbolization reads
     # cold debug info, which the steady state does not
     settle = 3 if ctx.quick else 12
+    window = 1 if ctx.quick else 10
     ctx.switch = os.path.join(ctx.build, "bench", "fx-bench-switch")
     ctx.need(ctx.agent, ctx.switch)
     fb.need_root()
@@ -148,6 +254,7 @@ def run(ctx, a):
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     rows, modes = [], (None, "agent", "offcpu", "perf")
+    sums = []
     aims = []
     try:
         with tempfile.TemporaryDirectory(prefix="fxbench-offcpu-", dir="/var/tmp") as tmp:
@@ -156,7 +263,7 @@ def run(ctx, a):
                 for r in range(rounds):
                     for m in (modes if r % 2 == 0 else modes[::-1]):
                         ctx.log(f"offcpu: {rate}/s, {m or 'no profiler'} ({r + 1}/{rounds})")
-                        res[m].append(one(ctx, tmp, rate, m, seconds, settle))
+                        res[m].append(one(ctx, tmp, rate, m, seconds, settle, window))
                 base_ns = fb.med([x["sw_ns"] for x in res[None]])
                 limit = {20000: 1.0, 100000: 3.0}.get(rate)
                 on_cpu = fb.med([v["cpu_pct"] for v in res["offcpu"]])
@@ -174,6 +281,39 @@ def run(ctx, a):
                                        f"at {rate:,}/s the whole agent with off-CPU on, CPU "
                                        f"profiling included, at most {limit:g}% "
                                        f"({on_cpu + on_bpf:.2f}%)"))
+                # Whether each thread's on + off adds up to its chunks' lengths.
+                x = res["offcpu"]
+                pairs = [p for v in x for p in v["pairs"]]
+                ratios = [(p["on"] + p["off"]) / p["len"] for p in pairs]
+                ok = sum(abs(r - 1) <= SPREAD for r in ratios)
+                oc = [c for v in x for c in v["offcpu"]]
+
+                def tot(k):
+                    return sum(c.get(k) or 0 for c in oc)
+                waits, unst, lost = tot("waits"), tot("unstacked"), tot("lost")
+                bound_runs = sum(1 for v in x if any((c.get("unstacked") or 0) > 0
+                                                     for c in v["offcpu"]))
+                worst = max(ratios, key=lambda r: abs(r - 1)) if ratios else None
+                share = 100.0 * ok / len(ratios) if ratios else None
+                sums.append([f"{rate:,}",
+                             f"{len(oc)} ({sum(v['outside'] for v in x)} outside)",
+                             f"{len(pairs)} ({len(pairs) // max(1, len(oc))} threads)",
+                             f"{ok} ({fb.f(share, '{:.0f}%')})",
+                             fb.f(fb.med(ratios), "{:.3f}"), fb.f(worst, "{:.3f}"),
+                             f"{waits:.0f} ({tot('ms') / 1000:.1f} s)",
+                             f"{unst:.0f}, {pct(unst, waits)} ({tot('unstackedMs') / 1000:.1f} s, "
+                             f"{pct(tot('unstackedMs'), tot('ms'))})",
+                             f"{lost:.0f}, {pct(lost, waits + lost)} "
+                             f"({tot('lostMs') / 1000:.1f} s)",
+                             f"{'yes' if unst > 0 else 'no'} ({bound_runs} of {len(x)} runs)"])
+                if rate == 100000:
+                    aims.append(fb.aim(
+                        bool(ratios) and ok >= SHARE * len(ratios) and unst > 0,
+                        f"at {rate:,}/s on-CPU + off-CPU within {SPREAD:.0%} of the chunk's "
+                        f"length for at least {SHARE:.0%} of the (thread, chunk) pairs, with "
+                        f"the budget binding ({ok} of {len(ratios)}, "
+                        f"{fb.f(share, '{:.0f}%')}; {unst:.0f} of {waits:.0f} waits "
+                        "without a stack)"))
                 for m in modes:
                     x = res[m]
                     cpu = fb.med([v["cpu_pct"] for v in x])
@@ -183,7 +323,9 @@ def run(ctx, a):
                     if m == "offcpu":
                         extra = (f"{fb.f(fb.med([v['waits'] for v in x]), '{:.0f}')} waits, "
                                  f"{fb.f(fb.med([v['unstacked'] for v in x]), '{:.0f}')} without stacks "
-                                 f"({fb.f(fb.med([v['unstacked_s'] for v in x]), '{:.1f}')} s)")
+                                 f"({fb.f(fb.med([v['unstacked_s'] for v in x]), '{:.1f}')} s), "
+                                 f"{fb.f(fb.med([v['lost'] for v in x]), '{:.0f}')} lost "
+                                 f"({fb.f(fb.med([v['lost_s'] for v in x]), '{:.1f}')} s)")
                     elif m == "perf":
                         extra = f"{fb.f(fb.med([v['mib_s'] for v in x]), '{:.0f}')} MiB/s written"
                     rows.append([f"{rate:,}" if m is None else "",
@@ -214,6 +356,17 @@ def run(ctx, a):
               "program's cost.", ""]
     lines += fb.table(["switches/s asked", "seen", "profiler", "profiler CPU", "BPF",
                        "together", "switcher us/switch", "vs none", "recorded"], rows)
+    lines += [f"Does each thread's time add up, with off_cpu on: the chunks ({window} s "
+              "windows) that lie within a measured interval, all rounds; for each thread of "
+              "fx-bench-switch that lived through it (its main thread, asleep in "
+              "pthread_join, included), on-CPU (CPU samples x meta.interval) plus off-CPU "
+              "(its off-CPU track's ms) against the chunk's length; waits, without a stack "
+              f"and lost: those chunks' meta.fxagent.offCpu. Within: |sum/length - 1| <= "
+              f"{SPREAD:.0%}; worst: the farthest from 1.", ""]
+    lines += fb.table(["switches/s asked", "chunks", "(thread, chunk) pairs",
+                       f"within {SPREAD:.0%}", "median sum/length", "worst", "waits shown",
+                       "without a stack (share of waits, of time)",
+                       "lost (share of waits)", "budget bound"], sums)
     lines += [a + ("  " if i + 1 < len(aims) else "") for i, a in enumerate(aims)] + [""]
     return lines
 
