@@ -7,11 +7,12 @@
  * waits in. A drawn wait writes a START into the ring then (with those
  * stacks, or without when over the budget: offcpu_draw.h); when the thread
  * is switched in again its length is known, and a small END carries it.
- * A second program, on sched_wakeup, notes when a timed wait's thread is
- * woken: from there to its switch in it waited for a CPU, not for its
- * event. A third, a task iterator the loader runs once at attach, seeds the
- * waits already in progress then, so a thread blocked since before the
- * recording counts from its start.
+ * At the switch in, the thread's enqueue time (sched_info.last_queued,
+ * in its run queue's clock, read before the scheduler clears it) says when
+ * it was woken: from there it waited for a CPU, not for its event. A task
+ * iterator the loader runs once at attach seeds the waits already in
+ * progress then, so a thread blocked since before the recording counts from
+ * its start; another reads each thread's own counters at window ends.
  *
  * Which waits are drawn, and which copied: offcpu_draw.h. A wait not drawn
  * costs two array look-ups and a draw, no helper call: it is not even timed.
@@ -40,10 +41,23 @@
 
 struct sched_entity {
 	__u64 sum_exec_runtime;
+	struct cfs_rq *cfs_rq;
 } __attribute__((preserve_access_index));
 
 struct sched_info {
 	unsigned long long run_delay;
+	unsigned long long last_queued;
+} __attribute__((preserve_access_index));
+
+/* A run queue: its clock, which last_queued is in. Reached through the
+ * task's CFS run queue (CONFIG_FAIR_GROUP_SCHED): the per-CPU runqueues
+ * symbol is not in kallsyms without CONFIG_KALLSYMS_ALL. */
+struct rq {
+	__u64 clock;
+} __attribute__((preserve_access_index));
+
+struct cfs_rq {
+	struct rq *rq;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -82,7 +96,6 @@ enum { NOT_WRITTEN, WRITTEN, LOST };
 /* A timed wait, in its thread's task storage. */
 struct wait {
 	__u64 t_out;	/* 0: not waiting */
-	__u64 t_wake;	/* when sched_wakeup saw it woken; 0: not yet */
 	__u64 switches; /* the thread's switch count at t_out */
 	__u32 p;	/* this wait's probability, of P_ONE */
 	__u32 how;	/* NOT_WRITTEN, ... */
@@ -149,9 +162,11 @@ struct {
 	__type(value, struct fx_offcpu_bucket);
 } buckets SEC(".maps");
 
-/* The threads the iterator seeds (tid -> cgroup tag), unless seed_all. */
+/* The threads the iterator seeds (tid -> cgroup tag), unless seed_all:
+ * not preallocated, as most runs seed a few. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -323,7 +338,18 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 	__sync_fetch_and_add(&sl->pending, -1);
 	*now = bpf_ktime_get_ns();
 	d = *now > w->t_out ? *now - w->t_out : 0;
-	t_wake = w->t_wake > w->t_out && w->t_wake <= *now ? w->t_wake : 0;
+	t_wake = 0;
+	if (w->state != FX_OFFCPU_RUNNABLE && bpf_core_field_exists(next->se.cfs_rq)) {
+		/* Woken then: on a run queue since, by its clock (the scheduler
+		 * updated it for this switch; a wake-up on another CPU's queue
+		 * and a migration skew it by their clocks' gap). */
+		struct cfs_rq *cfs = next->se.cfs_rq; /* BTF pointers: plain loads */
+		struct rq *rq = cfs ? cfs->rq : NULL;
+		__u64 queued = next->sched_info.last_queued, clock = rq ? rq->clock : 0;
+
+		if (queued && clock > queued && clock - queued < d)
+			t_wake = *now - (clock - queued);
+	}
 	/* It switched out again unseen (the program was detached between):
 	 * its length is unknown. An end of length 0 closes the start. */
 	if (next->nvcsw + next->nivcsw != w->switches) {
@@ -361,7 +387,6 @@ static __always_inline void switch_in(struct task_struct *next, __u64 *now,
 		st->lost_ns += weight;
 	}
 	w->t_out = 0;
-	w->t_wake = 0;
 	w->how = NOT_WRITTEN;
 }
 
@@ -444,7 +469,6 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	w->how = NOT_WRITTEN;
 	w->switches = prev->nvcsw + prev->nivcsw;
 	w->t_out = now;
-	w->t_wake = 0;
 	w->p = p;
 	w->tag = tag;
 	w->state = kind;
@@ -502,25 +526,6 @@ int BPF_PROG(fx_switch, bool preempt, struct task_struct *prev, struct task_stru
 		return 0;
 	switch_in(next, &now, st);
 	switch_out(ctx, cfg, preempt, prev, now, st);
-	return 0;
-}
-
-/* A thread whose wait is timed is woken: the rest of its wait, until it is
- * switched in, is on a run queue. Most wake-ups end at the slot's count. */
-SEC("tp_btf/sched_wakeup")
-int BPF_PROG(fx_wakeup, struct task_struct *p)
-{
-	struct slot *sl;
-	struct wait *w;
-
-	if (p->flags & PF_KTHREAD)
-		return 0;
-	sl = slot_of(p);
-	if (!sl || !sl->pending)
-		return 0;
-	w = bpf_task_storage_get(&waits, p, 0, 0);
-	if (w && w->t_out && !w->t_wake && w->state != FX_OFFCPU_RUNNABLE)
-		w->t_wake = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -666,7 +671,6 @@ int fx_seed(struct bpf_iter__task *ctx)
 	 * agent drops it at the thread's next). */
 	__sync_fetch_and_add(&sl->pending, 1);
 	w->switches = t->nvcsw + t->nivcsw;
-	w->t_wake = 0;
 	w->p = P_ONE;
 	w->tag = tag;
 	w->state = kind;

@@ -50,10 +50,10 @@ struct fx_offcpu {
 	struct fx_offcpu_opts opts;
 	struct fx_record_fmt fmt;
 	struct bpf_object *obj;
-	struct bpf_program *prog, *wake_prog, *seed_prog, *tally_prog;
+	struct bpf_program *prog, *seed_prog, *tally_prog;
 	struct fx_offcpu_thread *tally; /* fx_offcpu_tally()'s */
 	size_t tally_cap;
-	struct bpf_link *link, *wake_link;
+	struct bpf_link *link;
 	struct fx_offcpu_settings set; /* what the settings map holds */
 	int settings_fd, seeds_fd;
 	size_t nseeds; /* entries in the seeds map */
@@ -495,11 +495,9 @@ static int load(struct fx_offcpu *o, const struct fx_offcpu_opts *opts, bool see
 	settings = bpf_object__find_map_by_name(o->obj, "settings");
 	scratch = bpf_object__find_map_by_name(o->obj, "scratch");
 	o->prog = bpf_object__find_program_by_name(o->obj, "fx_switch");
-	o->wake_prog = bpf_object__find_program_by_name(o->obj, "fx_wakeup");
 	o->seed_prog = bpf_object__find_program_by_name(o->obj, "fx_seed");
 	o->tally_prog = bpf_object__find_program_by_name(o->obj, "fx_tally");
-	if (!events || !settings || !scratch || !o->prog || !o->wake_prog || !o->seed_prog ||
-	    !o->tally_prog)
+	if (!events || !settings || !scratch || !o->prog || !o->seed_prog || !o->tally_prog)
 		return fail(ENOENT, why, len, "the BPF object lacks its maps or programs");
 	if (!seed) {
 		bpf_program__set_autoload(o->seed_prog, false);
@@ -655,18 +653,14 @@ int fx_offcpu_enable(struct fx_offcpu *o, char *why, size_t len)
 	o->link = bpf_program__attach(o->prog);
 	if (!o->link)
 		return fail(errno, why, len, "cannot attach to the sched_switch tracepoint");
-	/* Without it, waits are whole: run-queue time after a wake-up is
-	 * then part of the sleep. */
-	o->wake_link = bpf_program__attach(o->wake_prog);
 	seed_run(o);
 	return 0;
 }
 
 void fx_offcpu_disable(struct fx_offcpu *o)
 {
-	bpf_link__destroy(o->wake_link);
 	bpf_link__destroy(o->link);
-	o->link = o->wake_link = NULL;
+	o->link = NULL;
 }
 
 int fx_offcpu_poll_fd(const struct fx_offcpu *o)

@@ -9,7 +9,7 @@
  * within a budget a second per CPU its start also copies the thread's
  * kernel stack and its user registers and stack (or its frame-pointer
  * callchain), and past it a random share of them (offcpu_draw.h). A wait's
- * end gives its length, and when it was woken (sched_wakeup). The waits in
+ * end gives its length, and when it was woken (its enqueue time). The waits in
  * progress when the program is attached are seeded by a task iterator,
  * with their stacks, from then. This module turns them into
  * FX_RECORD_OFFCPU and FX_RECORD_OFFCPU_END records (record.h) of the
