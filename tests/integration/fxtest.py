@@ -81,6 +81,15 @@ def wait_drained(count, stall, period=0.2):
     return last
 
 
+def bpf_linked(pid):
+    """Whether @pid holds a BPF link: the off-CPU program is attached."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{f}") == "anon_inode:bpf_link"
+                   for f in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
 def skip_without_btf():
     """Off-CPU time needs the kernel's BTF: a kernel without it truly lacks
     the feature, and the test says so and skips."""

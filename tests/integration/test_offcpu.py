@@ -33,15 +33,6 @@ THREAD_OF = {"wait_sleep": "fx-sleeper", "wait_read": "fx-reader",
              "wait_lock": "fx-locker", "wait_fsync": "fx-syncer"}
 
 
-def bpf_linked(pid):
-    """Whether @pid holds a BPF link: the off-CPU program is attached."""
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{f}") == "anon_inode:bpf_link"
-                   for f in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
-
-
 def off_tracks(prof, pid):
     return [th for th in prof.threads_of(pid)
             if th["samples"].get("weightType") == "tracing-ms"]
@@ -65,7 +56,7 @@ def record_waits(t, name, min_block, pids):
     cmd += ["--output", out]
     t.note("+ " + " ".join(cmd))
     agent = t.spawn(cmd, stderr=open(os.path.join(t.work, f"{name}.agent.log"), "w"))
-    t.require(fxtest.wait_for(lambda: bpf_linked(agent.pid) or agent.poll() is not None,
+    t.require(fxtest.wait_for(lambda: fxtest.bpf_linked(agent.pid) or agent.poll() is not None,
                               fxtest.scaled(20)) and agent.poll() is None,
               f"the agent did not attach its off-CPU program; see {name}.agent.log")
     waits.stdin.write("g")

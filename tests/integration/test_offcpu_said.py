@@ -59,15 +59,6 @@ METRICS = (("waits", "fxagent_offcpu_waits_total"),
            ("lostMs", "fxagent_offcpu_lost_seconds_total"))
 
 
-def bpf_linked(pid):
-    """Whether @pid holds a BPF link: the off-CPU program is attached."""
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{f}") == "anon_inode:bpf_link"
-                   for f in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
-
-
 def duration_ms(text):
     """A summary's time ("15.5 s", "820 ms") as (ms, half its last digit in ms),
     or None if it is neither."""
@@ -132,7 +123,7 @@ def record(t, tag, budget):
     t.note("+ " + " ".join(cmd))
     with open(log, "w") as err:
         agent = t.spawn(cmd, stderr=err)
-    t.require(fxtest.wait_for(lambda: bpf_linked(agent.pid) or agent.poll() is not None, 20)
+    t.require(fxtest.wait_for(lambda: fxtest.bpf_linked(agent.pid) or agent.poll() is not None, 20)
               and agent.poll() is None,
               f"{tag}: the agent did not attach its off-CPU program; see {log}")
     waits.stdin.write("g")
