@@ -340,7 +340,7 @@ static struct fx_window_waitsum *find_waitsum(const struct fx_window *w, uint32_
 {
 	uint32_t key[2] = { tid, state }, i;
 
-	if (!w->nwaitsums)
+	if (!w->nwaitsums || !w->waitsums)
 		return NULL;
 	i = fx_hashtab_find(&w->waitsum_index, waitsum_hash(tid, state), waitsum_eq, w, key);
 	return i == FX_HASHTAB_NONE ? NULL : &w->waitsums[i];

@@ -392,7 +392,8 @@ static void seed_process(struct fx_offcpu *o, uint32_t pid)
 
 /* The threads of the cgroup open at @dfd and of those below it (at most
  * @depth levels more), read from their cgroup.threads; never through a
- * symlink. */
+ * symlink. Recursion bounded by @depth, one fd a level.
+ * NOLINTNEXTLINE(misc-no-recursion) */
 static void seed_cgroup_dir(struct fx_offcpu *o, int dfd, uint32_t tag, int depth)
 {
 	int fd = openat(dfd, "cgroup.threads", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
