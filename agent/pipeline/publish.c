@@ -89,6 +89,7 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 				   .start_wall_ms = b->start_wall_ms,
 				   .end_wall_ms = b->end_wall_ms };
 	struct fx_report_stats rs;
+	char waits[40];
 	struct fx_report_input in = {
 		.window = j->win,
 		.names = j->names,
@@ -141,10 +142,11 @@ static void write_job(struct publisher *pub, struct batch *b, struct job *j)
 		__atomic_add_fetch(&p->stats.chunk_errors, 1, __ATOMIC_RELAXED);
 		return;
 	}
-	/* --once says what it wrote itself. */
+	/* --once says what it wrote itself. Waits where off-CPU is on. */
+	snprintf(waits, sizeof(waits), ", %" PRIu64 " waits", j->win->counters.waits);
 	fx_log_fields(p->opts.report_status ? FX_LOG_INFO : FX_LOG_DEBUG, j->t->name, c.id,
-		      "wrote %s: %" PRIu64 " samples, %" PRIu64 " waits, %" PRIu64 " bytes", c.path,
-		      j->win->counters.samples, j->win->counters.waits, rs.profile.bytes);
+		      "wrote %s: %" PRIu64 " samples%s, %" PRIu64 " bytes", c.path,
+		      j->win->counters.samples, in.meta.off_cpu ? waits : "", rs.profile.bytes);
 	fx_sink_commit(sink, &c);
 	snprintf(p->stats.last_path, sizeof(p->stats.last_path), "%s", c.path);
 	p->stats.last_samples = j->win->counters.samples;

@@ -28,7 +28,8 @@ SPOOL_RE = re.compile(r"^(?P<start>\d+)-(?P<end>\d+)-(?P<seq>\d+)-(?P<id>[0-9a-f
 URL_TAIL = "{target}/{start}-{seq}-{id}.json.gz"
 URL_RE = re.compile(r"/(?P<target>[A-Za-z0-9_.-]+)/(?P<start>\d{8}T\d{6}Z)-(?P<seq>\d+)-"
                     r"(?P<id>[0-9a-f]{32})\.json\.gz$")
-WROTE_RE = re.compile(r"wrote (?P<path>\S+): (?P<samples>\d+) samples, (?P<bytes>\d+) bytes")
+WROTE_RE = re.compile(r"wrote (?P<path>\S+): (?P<samples>\d+) samples, (?:\d+ waits, )?"
+                      r"(?P<bytes>\d+) bytes")
 DROPPED_RE = re.compile(r"upload: .*?(?P<n>\d+) dropped")
 NGINX = "/usr/sbin/nginx"
 
