@@ -251,18 +251,25 @@ static void say_wait_episode(struct fx_pipeline *p, const struct totals *before)
 	}
 }
 
-/* The watched threads' counters, as the open window's start. */
-static void tally_start(struct fx_pipeline *p)
+/* Keeps @cur (@n threads' counters) as the open window's start; none when
+ * memory runs out. */
+static void keep_tally(struct fx_pipeline *p, const struct fx_offcpu_thread *cur, ssize_t n)
 {
-	struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
-	const struct fx_offcpu_thread *cur;
-	ssize_t n = o ? fx_offcpu_tally(o, &cur) : 0;
-
 	p->ntally = 0;
 	if (n <= 0 || fx_grow(&p->tally, &p->tally_cap, (size_t)n, sizeof(*p->tally)) < 0)
 		return;
 	memcpy(p->tally, cur, (size_t)n * sizeof(*cur));
 	p->ntally = (size_t)n;
+}
+
+/* The watched threads' counters, as the open window's start. */
+static void tally_start(struct fx_pipeline *p)
+{
+	struct fx_offcpu *o = p->sampler ? fx_sampler_offcpu(p->sampler) : NULL;
+	const struct fx_offcpu_thread *cur = NULL;
+	ssize_t n = o ? fx_offcpu_tally(o, &cur) : 0;
+
+	keep_tally(p, cur, n);
 }
 
 static int cmp_thread_tid(const void *key, const void *elem)
@@ -307,12 +314,7 @@ static size_t tally_window(struct fx_pipeline *p)
 			};
 		/* else: no counters from the window's start (a tally failed) */
 	}
-	if (fx_grow(&p->tally, &p->tally_cap, (size_t)n, sizeof(*p->tally)) == 0) {
-		memcpy(p->tally, cur, (size_t)n * sizeof(*cur));
-		p->ntally = (size_t)n;
-	} else {
-		p->ntally = 0;
-	}
+	keep_tally(p, cur, n);
 	return k;
 }
 

@@ -221,6 +221,15 @@ static __always_inline unsigned int task_state(struct task_struct *t)
 	return (unsigned int)((struct task_struct___old *)t)->state;
 }
 
+/* How a thread not running waits, from its state (and whether it was
+ * preempted): enum fx_offcpu_state. */
+static __always_inline __u32 wait_kind(unsigned int state, bool preempt)
+{
+	if (preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
+		return FX_OFFCPU_RUNNABLE;
+	return state & TASK_UNINTERRUPTIBLE ? FX_OFFCPU_DISK : FX_OFFCPU_SLEEP;
+}
+
 /* Whether the running thread is watched; its cgroup target's tag in @tag. */
 static __always_inline bool watched(const struct fx_offcpu_settings *cfg, __u32 tgid, __u32 *tag)
 {
@@ -440,12 +449,7 @@ static __always_inline void switch_out(void *ctx, const struct fx_offcpu_setting
 	state = task_state(prev);
 	if (state & TASK_DEAD)
 		return; /* its last switch: no wait, an exit */
-	if (preempt || !(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
-		kind = FX_OFFCPU_RUNNABLE;
-	else if (state & TASK_UNINTERRUPTIBLE)
-		kind = FX_OFFCPU_DISK;
-	else
-		kind = FX_OFFCPU_SLEEP;
+	kind = wait_kind(state, preempt);
 	k = kind == FX_OFFCPU_RUNNABLE;
 	sl = slot_of(prev);
 	if (!sl)
@@ -619,12 +623,7 @@ int fx_seed(struct bpf_iter__task *ctx)
 	state = task_state(t);
 	if (state & TASK_DEAD)
 		return 0;
-	if (!(state & (TASK_INTERRUPTIBLE | TASK_UNINTERRUPTIBLE)))
-		kind = FX_OFFCPU_RUNNABLE;
-	else if (state & TASK_UNINTERRUPTIBLE)
-		kind = FX_OFFCPU_DISK;
-	else
-		kind = FX_OFFCPU_SLEEP;
+	kind = wait_kind(state, false);
 	sl = slot_of(t);
 	w = bpf_task_storage_get(&waits, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!sl || !w || w->t_out)

@@ -73,12 +73,33 @@ static bool add_sample(struct fx_window *w, uint64_t time, uint32_t pid, uint32_
 	return fx_window_add_sample(w, time, pid, tid, stack) == 0;
 }
 
+/* The windows sample @s of @proc goes to: the sink's, or the one window. */
+static size_t windows_of(struct fx_recorder *r, const struct fx_record_sample *s,
+			 const struct fx_proc *proc, struct fx_window **routes)
+{
+	routes[0] = r->window;
+	if (!r->sink.route)
+		return 1;
+	return r->sink.route(r->sink.ctx, s, proc, routes, FX_RECORDER_MAX_ROUTES);
+}
+
+/* An off-CPU wait's part of thread @tid as a sample to route, at @at. */
+static void wait_sample(struct fx_record_sample *s, uint32_t pid, uint32_t tid, uint32_t tag,
+			uint64_t at)
+{
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	s->tid = tid;
+	s->time = at;
+	s->id = FX_RECORD_OFFCPU_ID | tag;
+}
+
 /* The routes of sample @s, after the checks every sample passes: 0 when it
  * is filtered out. Sets @proc (NULL for the kernel's). */
 static size_t route(struct fx_recorder *r, const struct fx_record_sample *s,
 		    const struct fx_proc **proc, struct fx_window **routes)
 {
-	size_t nroutes = 1;
+	size_t nroutes;
 
 	*proc = NULL;
 	if (!wanted(r, s->pid)) {
@@ -93,9 +114,7 @@ static size_t route(struct fx_recorder *r, const struct fx_record_sample *s,
 		/* Names the thread now, while /proc still has it. */
 		fx_procs_thread(r->procs, s->pid, s->tid);
 	}
-	routes[0] = r->window;
-	if (r->sink.route)
-		nroutes = r->sink.route(r->sink.ctx, s, *proc, routes, FX_RECORDER_MAX_ROUTES);
+	nroutes = windows_of(r, s, *proc, routes);
 	if (!nroutes)
 		r->counters.filtered++;
 	return nroutes;
@@ -224,20 +243,13 @@ void fx_recorder_note_waiters(struct fx_recorder *r, const struct fx_window_thre
 		uint32_t k = fx_hashtab_find(&r->waiter_index, wait_hash(tid), waiter_eq, r, &tid);
 		const struct fx_recorder_waiter *wt;
 		struct fx_record_sample s;
-		size_t nroutes = 1;
+		size_t nroutes;
 
 		if (k == FX_HASHTAB_NONE)
 			continue;
 		wt = &r->waiters[k];
-		memset(&s, 0, sizeof(s));
-		s.pid = wt->pid;
-		s.tid = wt->tid;
-		s.time = at;
-		s.id = FX_RECORD_OFFCPU_ID | wt->tag;
-		routes[0] = r->window;
-		if (r->sink.route)
-			nroutes = r->sink.route(r->sink.ctx, &s, fx_procs_get(r->procs, wt->pid),
-						routes, FX_RECORDER_MAX_ROUTES);
+		wait_sample(&s, wt->pid, wt->tid, wt->tag, at);
+		nroutes = windows_of(r, &s, fx_procs_get(r->procs, wt->pid), routes);
 		for (size_t j = 0; j < nroutes; j++)
 			if (routes[j])
 				fx_window_note_thread(routes[j], at, wt->pid, wt->tid);
@@ -345,11 +357,7 @@ static void add_wait(struct fx_recorder *r, struct fx_recorder_wait *w, uint64_t
 		part[nparts++] = (struct wait_part){ w->from, until, w->state };
 	}
 	w->from = until;
-	memset(&s, 0, sizeof(s));
-	s.pid = w->pid;
-	s.tid = w->tid;
-	s.time = at;
-	s.id = FX_RECORD_OFFCPU_ID | w->tag;
+	wait_sample(&s, w->pid, w->tid, w->tag, at);
 	nroutes = route(r, &s, &proc, routes);
 	for (size_t i = 0; i < nparts; i++) {
 		uint64_t exact = (part[i].to - part[i].from) * FX_RECORD_OFFCPU_P1 / w->p;
